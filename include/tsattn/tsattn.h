@@ -1,0 +1,129 @@
+/*
+ * tsattn.h - the C ABI of tsattn: one-shot, task-scheduled prefill attention.
+ *
+ * Usable from any language. No exception crosses this boundary: every entry point
+ * returns a tsattn_status, and tsattn_last_error_message() holds the message of the
+ * last failure on the calling thread. The contract (shapes, masks, dtypes, errors)
+ * is SPEC.md; the C API carries exactly the Python arguments plus a CUDA stream.
+ *
+ * ABI rules: enums travel as int32_t fields; the options struct starts with its own
+ * size so it can grow. Bump TSATTN_ABI_VERSION whenever a struct layout changes.
+ */
+#ifndef TSATTN_TSATTN_H
+#define TSATTN_TSATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define TSATTN_API __declspec(dllexport)
+#else
+#define TSATTN_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TSATTN_ABI_VERSION 1
+
+/* The four error kinds of the SPEC (Python: TypeError, ValueError,
+ * NotImplementedError, RuntimeError). */
+typedef enum tsattn_status {
+  TSATTN_OK = 0,
+  TSATTN_ERROR_TYPE = 1,
+  TSATTN_ERROR_VALUE = 2,
+  TSATTN_ERROR_NOT_IMPLEMENTED = 3,
+  TSATTN_ERROR_RUNTIME = 4
+} tsattn_status;
+
+/* Element types a caller may hand over. Only float16, bfloat16 and float8_e4m3fn are
+ * attention dtypes and int32 the index dtype; the others exist so that a wrong tensor
+ * gets an error naming its real dtype. */
+typedef enum tsattn_dtype {
+  TSATTN_DTYPE_UNSET = 0, /* options.out_dtype only: "not given" */
+  TSATTN_DTYPE_FLOAT16 = 1,
+  TSATTN_DTYPE_BFLOAT16 = 2,
+  TSATTN_DTYPE_FLOAT8_E4M3FN = 3,
+  TSATTN_DTYPE_FLOAT32 = 4,
+  TSATTN_DTYPE_FLOAT64 = 5,
+  TSATTN_DTYPE_INT32 = 6,
+  TSATTN_DTYPE_INT64 = 7,
+  TSATTN_DTYPE_INT16 = 8,
+  TSATTN_DTYPE_INT8 = 9,
+  TSATTN_DTYPE_UINT8 = 10,
+  TSATTN_DTYPE_BOOL = 11,
+  TSATTN_DTYPE_FLOAT8_E5M2 = 12,
+  TSATTN_DTYPE_OTHER = 255 /* anything else the caller has */
+} tsattn_dtype;
+
+/* Device kinds, with DLPack's numbers. */
+typedef enum tsattn_device_type {
+  TSATTN_DEVICE_CPU = 1,
+  TSATTN_DEVICE_CUDA = 2,
+  TSATTN_DEVICE_CUDA_HOST = 3 /* pinned host memory: host-readable */
+} tsattn_device_type;
+
+typedef enum tsattn_mask_type {
+  TSATTN_MASK_DENSE = 0,
+  TSATTN_MASK_CAUSAL = 1,           /* bottom-right aligned */
+  TSATTN_MASK_VARIABLE_WINDOW = 2   /* per-query [start, end] bounds */
+} tsattn_mask_type;
+
+/* A DLPack-style view of caller-owned memory. Shapes and strides are in elements;
+ * strides == NULL means compact row-major. The library never keeps the pointers
+ * past the call. */
+typedef struct tsattn_tensor_view {
+  void* data;
+  int32_t dtype;        /* tsattn_dtype */
+  int32_t device_type;  /* tsattn_device_type */
+  int32_t device_id;
+  int32_t ndim;
+  const int64_t* shape;
+  const int64_t* strides;
+} tsattn_tensor_view;
+
+/* Everything after q, k, v and the indptrs. Initialise with
+ * tsattn_prefill_options_init(), then set what differs from the defaults. */
+typedef struct tsattn_prefill_options {
+  size_t struct_size;         /* sizeof(tsattn_prefill_options) as the caller compiled it */
+  int32_t mask_type;          /* tsattn_mask_type; default dense */
+  int64_t window_left;        /* -1 disables (default); W >= 1 needs the causal mask */
+  const tsattn_tensor_view* variable_window_token_starts; /* int32 [B, Sq] or [total_q] */
+  const tsattn_tensor_view* variable_window_token_ends;
+  int32_t has_sm_scale;       /* 0: sm_scale = 1/sqrt(D) */
+  double sm_scale;
+  double output_scale;        /* default 1.0 */
+  int32_t out_dtype;          /* tsattn_dtype; TSATTN_DTYPE_UNSET: out's dtype */
+  void* stream;               /* CUstream / cudaStream_t; NULL is the legacy default stream */
+} tsattn_prefill_options;
+
+TSATTN_API void tsattn_prefill_options_init(tsattn_prefill_options* options);
+
+/*
+ * out = attention(q, k, v) as SPEC.md describes.
+ *   fixed layout:  qo_indptr = kv_indptr = NULL; q [B,Sq,Hq,D], k/v [B,Sk,Hkv,D], out [B,Sq,Hq,D]
+ *   packed layout: both indptrs (int32 [B+1], host or device); q [total_q,Hq,D], k/v [total_k,Hkv,D]
+ * out is caller-owned and required in C; options may be NULL (all defaults).
+ * Work is queued on options->stream; the call returns before it finishes.
+ */
+TSATTN_API tsattn_status tsattn_batch_prefill(const tsattn_tensor_view* q,
+                                              const tsattn_tensor_view* k,
+                                              const tsattn_tensor_view* v,
+                                              const tsattn_tensor_view* qo_indptr,
+                                              const tsattn_tensor_view* kv_indptr,
+                                              const tsattn_prefill_options* options,
+                                              const tsattn_tensor_view* out);
+
+/* The message of the last failed call on this thread ("" if none). Valid until the
+ * next tsattn call on this thread. */
+TSATTN_API const char* tsattn_last_error_message(void);
+
+TSATTN_API const char* tsattn_version_string(void); /* "MAJOR.MINOR.PATCH" */
+TSATTN_API int32_t tsattn_abi_version(void);        /* TSATTN_ABI_VERSION of the library */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TSATTN_TSATTN_H */

@@ -1,0 +1,55 @@
+// tensor_checks.hpp - checks that hold for any tensor view, whatever its role: readable
+// shape and strides, alignment, memory spans. The SPEC's role-specific rules are in validate.cpp.
+#pragma once
+
+#include <tsattn/tsattn.hpp>
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tsattn {
+
+template <class... Args>
+[[noreturn]] void raise(ErrorKind kind, fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(kind, fmt::format(format, std::forward<Args>(args)...));
+}
+
+// A caller's view with its strides resolved (compact row-major when the caller gave none).
+struct CheckedTensor {
+  const char* name = "";
+  const tsattn_tensor_view* view = nullptr;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+
+  int ndim() const { return static_cast<int>(shape.size()); }
+  int64_t numel() const;
+  bool on_host() const;
+  std::string shape_text() const;    // "[2, 128, 8, 128]"
+  std::string strides_text() const;
+  std::string device_text() const;   // "cuda:0", "cpu"
+  // [first byte, one past the last byte] the view can address; {0, 0} when empty.
+  struct Span {
+    uintptr_t begin = 0, end = 0;
+  };
+  Span span() const;
+};
+
+// Structural checks: present, 0 <= ndim <= 8, shape given and non-negative, strides
+// non-negative, data non-null when numel > 0, the addressable extent fits in int64 bytes.
+CheckedTensor inspect_tensor(const tsattn_tensor_view* view, const char* name);
+
+// The last dimension is contiguous; the base pointer and every other stride keep 16-byte
+// alignment (what TMA and 16-byte vector loads need). Size-1 dimensions are exempt: their
+// stride never multiplies a non-zero index.
+void check_attention_strides(const CheckedTensor& t);
+
+// No two distinct index tuples of t address the same element (out must not write twice).
+void check_no_self_overlap(const CheckedTensor& t);
+
+// out must not share a byte with an input.
+void check_disjoint(const CheckedTensor& out, const CheckedTensor& input);
+
+}  // namespace tsattn

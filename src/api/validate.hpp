@@ -1,0 +1,28 @@
+// validate.hpp - every rule of SPEC.md in one place: C arguments in, a normalized Problem out.
+//
+// Errors are thrown as tsattn::Error with the SPEC's kind and a message that names the
+// argument and the offending value(s). Nothing here touches device memory: host-resident
+// indptrs are read, device-resident ones are checked by the planner.
+#pragma once
+
+#include <tsattn/tsattn.h>
+
+#include "api/problem.hpp"
+
+namespace tsattn {
+
+struct Arguments {
+  const tsattn_tensor_view* q = nullptr;
+  const tsattn_tensor_view* k = nullptr;
+  const tsattn_tensor_view* v = nullptr;
+  const tsattn_tensor_view* qo_indptr = nullptr;
+  const tsattn_tensor_view* kv_indptr = nullptr;
+  const tsattn_prefill_options* options = nullptr;  // nullptr: defaults
+  const tsattn_tensor_view* out = nullptr;
+};
+
+// residency == cuda: the library call (q, k, v, out, bounds on one CUDA device; indptrs on
+// that device or on the host). residency == host: the CPU oracle (everything in host memory).
+Problem validate_arguments(const Arguments& args, Residency residency);
+
+}  // namespace tsattn
