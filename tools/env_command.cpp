@@ -22,18 +22,18 @@ int run_env() {
   }
   const driver::Api& cu = driver::api();
   int driver_version = 0, count = 0;
-  driver::check(cu.driver_get_version(&driver_version), "cuDriverGetVersion");
-  driver::check(cu.device_get_count(&count), "cuDeviceGetCount");
+  driver::check(cu.cuDriverGetVersion(&driver_version), "cuDriverGetVersion");
+  driver::check(cu.cuDeviceGetCount(&count), "cuDeviceGetCount");
   fmt::print("cuda driver   {}.{}\n", driver_version / 1000, driver_version % 1000 / 10);
   for (int i = 0; i < count; ++i) {
     CUdevice device = 0;
-    driver::check(cu.device_get(&device, i), "cuDeviceGet");
+    driver::check(cu.cuDeviceGet(&device, i), "cuDeviceGet");
     char name[256] = {};
     int major = 0, minor = 0, sms = 0;
-    driver::check(cu.device_get_name(name, sizeof(name), device), "cuDeviceGetName");
-    driver::check(cu.device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device), "cuDeviceGetAttribute");
-    driver::check(cu.device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device), "cuDeviceGetAttribute");
-    driver::check(cu.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device), "cuDeviceGetAttribute");
+    driver::check(cu.cuDeviceGetName(name, sizeof(name), device), "cuDeviceGetName");
+    driver::check(cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device), "cuDeviceGetAttribute");
+    driver::check(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device), "cuDeviceGetAttribute");
+    driver::check(cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device), "cuDeviceGetAttribute");
     fmt::print("cuda:{}        {} (sm_{}{}, {} SMs)\n", i, name, major, minor, sms);
   }
   return 0;

@@ -1,11 +1,12 @@
-// main.cpp - the tsattn command line. Subcommands: env (more arrive with the JIT and
-// deployment work: precompile, warm, cache, run, bench).
+// main.cpp - the tsattn command line: env, precompile (warm, cache, run and bench arrive with
+// the deployment work).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <tsattn/tsattn.hpp>
 
 #include "tools/env_command.hpp"
+#include "tools/precompile_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"tsattn: JIT-compiled, task-scheduled prefill attention for NVIDIA GPUs"};
@@ -13,9 +14,19 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
 
   CLI::App* env = app.add_subcommand("env", "Show the library version, the CUDA driver and the GPUs it sees");
+  tsattn::tools::PrecompileOptions precompile_options;
+  CLI::App* precompile = app.add_subcommand("precompile", "Compile a manifest's kernels ahead of time (no GPU needed)");
+  tsattn::tools::add_precompile_options(*precompile, precompile_options);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Usage errors exit 2 (CLI11 reports --help and --version as exit 0).
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
   if (env->parsed()) return tsattn::tools::run_env();
+  if (precompile->parsed()) return tsattn::tools::run_precompile(precompile_options);
   fmt::print("{}\n", app.help());
   return 0;
 }

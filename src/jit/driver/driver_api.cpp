@@ -49,19 +49,14 @@ Loaded load() {
   }
   Api& a = loaded.api;
   std::string& f = loaded.failure;
-  const bool all = resolve(get_proc, "cuInit", a.init, f) &&
-                   resolve(get_proc, "cuDriverGetVersion", a.driver_get_version, f) &&
-                   resolve(get_proc, "cuDeviceGetCount", a.device_get_count, f) &&
-                   resolve(get_proc, "cuDeviceGet", a.device_get, f) &&
-                   resolve(get_proc, "cuDeviceGetAttribute", a.device_get_attribute, f) &&
-                   resolve(get_proc, "cuDeviceGetName", a.device_get_name, f) &&
-                   resolve(get_proc, "cuGetErrorName", a.get_error_name, f) &&
-                   resolve(get_proc, "cuGetErrorString", a.get_error_string, f);
-  if (!all) return loaded;
-  const CUresult init = a.init(0);
+#define TSATTN_RESOLVE_DRIVER_FUNCTION(name) \
+  if (!resolve(get_proc, #name, a.name, f)) return loaded;
+  TSATTN_DRIVER_FUNCTIONS(TSATTN_RESOLVE_DRIVER_FUNCTION)
+#undef TSATTN_RESOLVE_DRIVER_FUNCTION
+  const CUresult init = a.cuInit(0);
   if (init != CUDA_SUCCESS) {
     const char* name = nullptr;
-    a.get_error_name(init, &name);
+    a.cuGetErrorName(init, &name);
     loaded.failure = fmt::format("no usable CUDA device: cuInit failed with {}", name ? name : "an unknown error");
   }
   return loaded;
@@ -87,8 +82,8 @@ void check(CUresult result, const std::string& what) {
   const Api& a = api();
   const char* name = nullptr;
   const char* description = nullptr;
-  a.get_error_name(result, &name);
-  a.get_error_string(result, &description);
+  a.cuGetErrorName(result, &name);
+  a.cuGetErrorString(result, &description);
   throw Error(ErrorKind::runtime, fmt::format("{}: {} ({})", what, name ? name : "unknown CUDA error",
                                               description ? description : "no description"));
 }

@@ -11,15 +11,25 @@
 
 namespace tsattn::driver {
 
+// Every driver entry point tsattn uses, by its CUDA name (member names equal the functions).
+#define TSATTN_DRIVER_FUNCTIONS(X)                                                          \
+  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)                    \
+  X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) X(cuDeviceGetName)           \
+  X(cuDevicePrimaryCtxRetain) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxPushCurrent)   \
+  X(cuCtxPopCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuStreamGetCtx)              \
+  X(cuStreamIsCapturing) X(cuStreamSynchronize) X(cuStreamCreate) X(cuStreamDestroy)      \
+  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal)       \
+  X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
+  X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync)        \
+  X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuMemAllocHost) X(cuMemFreeHost) \
+  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) \
+  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch)    \
+  X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuMemAllocAsync) X(cuMemFreeAsync)
+
 struct Api {
-  decltype(&::cuInit) init = nullptr;
-  decltype(&::cuDriverGetVersion) driver_get_version = nullptr;
-  decltype(&::cuDeviceGetCount) device_get_count = nullptr;
-  decltype(&::cuDeviceGet) device_get = nullptr;
-  decltype(&::cuDeviceGetAttribute) device_get_attribute = nullptr;
-  decltype(&::cuDeviceGetName) device_get_name = nullptr;
-  decltype(&::cuGetErrorName) get_error_name = nullptr;
-  decltype(&::cuGetErrorString) get_error_string = nullptr;
+#define TSATTN_DECLARE_DRIVER_FUNCTION(name) decltype(&::name) name = nullptr;
+  TSATTN_DRIVER_FUNCTIONS(TSATTN_DECLARE_DRIVER_FUNCTION)
+#undef TSATTN_DECLARE_DRIVER_FUNCTION
 };
 
 // The loaded and initialised driver. Loading happens once per process; if it failed,

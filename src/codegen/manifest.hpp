@@ -1,0 +1,36 @@
+// manifest.hpp - which kernels to build ahead of time, as JSON (cache/manifests/*.json).
+//
+//   {"schema": 1,
+//    "kernels": [{"family": "sm80", "head_dim": [128, 256], "input_dtype": ["bf16"],
+//                 "output_dtype": ["bf16"], "mask": ["causal", "causal_win"], "layout": ["packed"],
+//                 "exclude": [{"head_dim": 256, "mask": "causal_win"}]}]}
+//
+// Each kernels[] entry is the Cartesian product of its axes; an axis left out means every value
+// the table supports for that family. "exclude" drops the combinations that match all fields of
+// one of its objects. Values are validated against the table of truth (spec_table.hpp), with
+// errors that name the JSON path ("kernels[1].head_dim[0]: 96 is not supported (supported: 128, 256)").
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_spec.hpp"
+
+namespace tsattn {
+
+inline constexpr int kManifestSchema = 1;
+
+// The deduplicated specs of a manifest for the given archs, in manifest order. Throws
+// Error(value) with a path-qualified message (prefixed by `source`, e.g. the file name).
+std::vector<KernelSpec> expand_manifest(const nlohmann::json& manifest, const std::vector<Arch>& archs,
+                                        const std::string& source);
+
+// Reads and expands a manifest file; Error(value) for unreadable or malformed files.
+std::vector<KernelSpec> load_manifest(const std::string& path, const std::vector<Arch>& archs);
+
+// "sm_90a,sm_80" -> archs; Error(value) naming an unknown one.
+std::vector<Arch> parse_arch_list(const std::string& text);
+
+}  // namespace tsattn

@@ -1,0 +1,43 @@
+// spec_table.hpp - the one table of truth: which kernels exist and how each is tiled.
+//
+// Dispatch, source generation, the AOT manifests and the tests all derive from this table.
+// Adding a head dim, dtype or family starts here.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "codegen/kernel_spec.hpp"
+
+namespace tsattn {
+
+// CTA tile of a kernel: BLOCK_M query rows against BLOCK_N keys per step, NUM_WARPS warps.
+struct TileConfig {
+  int block_m;
+  int block_n;
+  int num_warps;
+};
+
+struct FamilyAxes {
+  KernelFamily family;
+  std::span<const Arch> archs;
+  std::span<const int> head_dims;
+  std::span<const tsattn_dtype> input_dtypes;
+  std::span<const tsattn_dtype> output_dtypes;
+  std::span<const MaskVariant> masks;
+  std::span<const Layout> layouts;
+};
+
+// The families this build can generate, with their axes.
+std::span<const FamilyAxes> kernel_families();
+
+// Whether the table has this spec (every axis value listed for its family).
+bool is_supported(const KernelSpec& spec);
+
+// Every spec of a family for one arch (the Cartesian product of its axes).
+std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch);
+
+// The tile of a supported spec.
+TileConfig tile_config(const KernelSpec& spec);
+
+}  // namespace tsattn

@@ -1,0 +1,101 @@
+#include "jit/driver/module_table.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include <tsattn/tsattn.hpp>
+
+#include "jit/driver/driver_api.hpp"
+
+namespace tsattn::driver {
+
+namespace {
+
+struct TableKey {
+  CUcontext context;
+  uint32_t key;
+  bool operator==(const TableKey&) const = default;
+};
+
+struct TableKeyHash {
+  size_t operator()(const TableKey& k) const noexcept {
+    return std::hash<const void*>()(k.context) ^ (static_cast<size_t>(k.key) * 0x9E3779B97F4A7C15ull);
+  }
+};
+
+std::shared_mutex table_mutex;
+// Entries are never removed: modules live as long as their context (the process).
+std::unordered_map<TableKey, std::unique_ptr<LoadedKernel>, TableKeyHash> table;
+std::atomic<uint64_t> loads{0};
+
+int read_module_int(CUmodule module, const char* global, const std::string& kernel) {
+  const Api& cu = api();
+  CUdeviceptr address = 0;
+  size_t bytes = 0;
+  check(cu.cuModuleGetGlobal(&address, &bytes, module, global),
+        fmt::format("kernel {}: module global {}", kernel, global));
+  int value = 0;
+  if (bytes != sizeof(value))
+    throw Error(ErrorKind::runtime, fmt::format("kernel {}: module global {} has {} bytes, expected {}", kernel,
+                                                global, bytes, sizeof(value)));
+  check(cu.cuMemcpyDtoH(&value, address, sizeof(value)), fmt::format("kernel {}: reading {}", kernel, global));
+  return value;
+}
+
+std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
+  const Api& cu = api();
+  CUmodule module = nullptr;
+  check(cu.cuModuleLoadData(&module, source.cubin.data()), fmt::format("kernel {}: cuModuleLoadData", source.name));
+  auto kernel = std::make_unique<LoadedKernel>();
+  kernel->name = source.name;
+  try {
+    check(cu.cuModuleGetFunction(&kernel->function, module, source.symbol.c_str()),
+          fmt::format("kernel {}: cuModuleGetFunction({})", source.name, source.symbol));
+    kernel->dynamic_smem_bytes = read_module_int(module, "tsattn_dynamic_smem_bytes", source.name);
+    kernel->threads_per_cta = read_module_int(module, "tsattn_threads_per_cta", source.name);
+    kernel->block_m = read_module_int(module, "tsattn_block_m", source.name);
+    // Kernels above 48 KB of dynamic shared memory must opt in explicitly.
+    check(cu.cuFuncSetAttribute(kernel->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                kernel->dynamic_smem_bytes),
+          fmt::format("kernel {}: allowing {} bytes of dynamic shared memory", source.name,
+                      kernel->dynamic_smem_bytes));
+    check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&kernel->ctas_per_multiprocessor, kernel->function,
+                                                         kernel->threads_per_cta,
+                                                         static_cast<size_t>(kernel->dynamic_smem_bytes)),
+          fmt::format("kernel {}: occupancy", source.name));
+    if (kernel->ctas_per_multiprocessor < 1)
+      throw Error(ErrorKind::runtime, fmt::format("kernel {} cannot run on this GPU: {} threads with {} bytes of "
+                                                  "shared memory fit no CTA on a multiprocessor",
+                                                  source.name, kernel->threads_per_cta, kernel->dynamic_smem_bytes));
+  } catch (...) {
+    cu.cuModuleUnload(module);
+    throw;
+  }
+  ++loads;
+  return kernel;
+}
+
+}  // namespace
+
+const LoadedKernel& loaded_kernel(CUcontext context, uint32_t key, const std::function<ModuleSource()>& obtain) {
+  const TableKey table_key{context, key};
+  {
+    std::shared_lock lock(table_mutex);
+    auto it = table.find(table_key);
+    if (it != table.end()) return *it->second;
+  }
+  const ModuleSource source = obtain();  // may compile: outside every lock
+  std::unique_lock lock(table_mutex);
+  auto it = table.find(table_key);
+  if (it != table.end()) return *it->second;  // another thread loaded it meanwhile
+  return *table.emplace(table_key, load(source)).first->second;
+}
+
+uint64_t modules_loaded() { return loads.load(); }
+
+}  // namespace tsattn::driver

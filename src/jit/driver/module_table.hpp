@@ -1,0 +1,42 @@
+// module_table.hpp - cubins loaded into CUDA contexts, one module per (context, kernel spec).
+//
+// The hit path is a shared-lock hash lookup: no file I/O, hashing of sources or string
+// building. Loading reads the kernel's launch facts from globals the module itself defines
+// (tsattn_dynamic_smem_bytes, tsattn_threads_per_cta, tsattn_block_m), so the host never
+// re-derives a kernel's shared-memory layout.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+namespace tsattn::driver {
+
+struct LoadedKernel {
+  CUfunction function = nullptr;
+  std::string name;  // canonical kernel name, for errors
+  int dynamic_smem_bytes = 0;
+  int threads_per_cta = 0;
+  int block_m = 0;
+  int ctas_per_multiprocessor = 0;  // occupancy at that shared-memory size
+};
+
+// What the module table needs to load a kernel it has not seen in this context.
+struct ModuleSource {
+  std::string name;
+  std::string symbol;
+  std::span<const uint8_t> cubin;
+};
+
+// The kernel `key` in `context` (which must be current), loading it on first use from the
+// module source that `obtain` returns. `obtain` may compile for seconds: no lock is held while
+// it runs. Throws Error(runtime) naming the kernel when the driver refuses the cubin.
+const LoadedKernel& loaded_kernel(CUcontext context, uint32_t key, const std::function<ModuleSource()>& obtain);
+
+// Number of modules loaded so far in this process (all contexts).
+uint64_t modules_loaded();
+
+}  // namespace tsattn::driver

@@ -1,0 +1,171 @@
+#include "jit/kernel_cache.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "api/dtype.hpp"
+#include "api/tensor_checks.hpp"
+#include "codegen/embedded_templates.hpp"
+#include "codegen/kernel_source.hpp"
+#include "common/knobs.hpp"
+#include "common/log.hpp"
+#include "jit/cache/entry_format.hpp"
+#include "jit/cache/key.hpp"
+#include "jit/nvrtc/compiler.hpp"
+
+namespace tsattn::jit {
+
+namespace {
+
+// Every embedded template travels as an NVRTC in-memory header, and every one enters the key:
+// a change to any template recompiles every kernel, which is simple and never stale.
+std::vector<nvrtc::NvrtcHeader> template_headers() {
+  std::vector<nvrtc::NvrtcHeader> headers;
+  for (const EmbeddedFile& file : embedded_templates()) headers.push_back({std::string(file.name), file.text});
+  return headers;
+}
+
+nlohmann::json spec_json(const KernelSpec& spec) {
+  return {{"family", family_name(spec.family)},      {"arch", arch_name(spec.arch)},
+          {"mask", mask_variant_name(spec.mask)},    {"head_dim", spec.head_dim},
+          {"input_dtype", dtype_name(spec.input_dtype)}, {"output_dtype", dtype_name(spec.output_dtype)},
+          {"layout", layout_name(spec.layout)}};
+}
+
+}  // namespace
+
+const char* kernel_origin_name(KernelOrigin origin) {
+  switch (origin) {
+    case KernelOrigin::read_only_layer: return "read-only cache";
+    case KernelOrigin::writable_layer: return "cache";
+    case KernelOrigin::compiled: return "compiled";
+  }
+  return "?";
+}
+
+nlohmann::json manifest_entry_for(const KernelSpec& spec) {
+  return {{"family", family_name(spec.family)},
+          {"head_dim", {spec.head_dim}},
+          {"input_dtype", {short_dtype_name(spec.input_dtype)}},
+          {"output_dtype", {short_dtype_name(spec.output_dtype)}},
+          {"mask", {mask_variant_name(spec.mask)}},
+          {"layout", {layout_name(spec.layout)}}};
+}
+
+KernelCache::KernelCache(DiskCacheConfig disk_config, bool jit_enabled)
+    : disk_(std::move(disk_config)), jit_enabled_(jit_enabled) {}
+
+KernelCache& KernelCache::process() {
+  static KernelCache cache(DiskCache::config_from_environment(), !knob_bool(Knob::disable_jit));
+  return cache;
+}
+
+std::shared_ptr<const CompiledKernel> KernelCache::get(const KernelSpec& spec) {
+  std::promise<std::shared_ptr<const CompiledKernel>> promise;
+  std::shared_future<std::shared_ptr<const CompiledKernel>> future;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = kernels_.find(spec.id());
+    if (it != kernels_.end()) {
+      ++memory_hits_;
+      future = it->second;
+    } else {
+      ++memory_misses_;
+      kernels_.emplace(spec.id(), promise.get_future().share());
+    }
+  }
+  if (future.valid()) return future.get();  // waits while another thread finds or compiles it
+
+  try {
+    std::shared_ptr<const CompiledKernel> kernel = find_or_compile(spec);
+    promise.set_value(kernel);
+    return kernel;
+  } catch (...) {
+    // Waiters see this failure; later callers try again (the cause may have been transient).
+    promise.set_exception(std::current_exception());
+    std::lock_guard lock(mutex_);
+    kernels_.erase(spec.id());
+    throw;
+  }
+}
+
+std::shared_ptr<const CompiledKernel> KernelCache::find_or_compile(const KernelSpec& spec) {
+  const GeneratedSource source = generate_source(spec);
+  const std::string arch = arch_name(spec.arch);
+  nvrtc::CompileRequest request{source.name, source.text, template_headers(), arch, {}};
+
+  KeyIngredients ingredients;
+  ingredients.canonical_name = source.name;
+  ingredients.source = source.text;
+  for (const nvrtc::NvrtcHeader& header : request.headers) ingredients.headers.emplace_back(header.name, header.text);
+  ingredients.arch = arch;
+  ingredients.nvrtc_version = nvrtc::nvrtc_version();
+  ingredients.options = nvrtc::base_options(arch);
+  ingredients.environment = cache_key_environment();
+
+  auto kernel = std::make_shared<CompiledKernel>();
+  kernel->spec = spec;
+  kernel->name = source.name;
+  kernel->symbol = source.symbol;
+  kernel->key = compute_cache_key(ingredients);
+
+  if (std::optional<CachedEntry> entry = disk_.lookup(kernel->key, arch)) {
+    kernel->cubin = std::move(entry->payload);
+    kernel->metadata = std::move(entry->metadata);
+    kernel->origin = entry->layer == LayerKind::read_only ? KernelOrigin::read_only_layer
+                                                          : KernelOrigin::writable_layer;
+    logf(LogLevel::info, "kernel {} loaded from {}", kernel->name, entry->path);
+    return kernel;
+  }
+
+  if (!jit_enabled_)
+    raise(ErrorKind::runtime,
+          "kernel {} is not in any cache layer and TSATTN_DISABLE_JIT forbids compiling it; precompile it with "
+          "`tsattn precompile --arch {} --manifest M.json` where M.json's \"kernels\" list has {}",
+          kernel->name, arch, manifest_entry_for(spec).dump());
+
+  ++compiles_;
+  nvrtc::CompileResult compiled;
+  try {
+    compiled = nvrtc::compile_to_cubin(request);
+  } catch (...) {
+    ++compile_failures_;
+    throw;
+  }
+  const nvrtc::PtxasReport& ptxas = compiled.ptxas;
+  if (ptxas.spill_store_bytes > 0 || ptxas.spill_load_bytes > 0 || !ptxas.serialization_notes.empty())
+    warn_once(kernel->name, fmt::format("kernel {} spills {} bytes or serializes wgmma ({} notes)", kernel->name,
+                                        ptxas.spill_store_bytes + ptxas.spill_load_bytes,
+                                        ptxas.serialization_notes.size()));
+  EntryMetadata metadata;
+  metadata.canonical_name = kernel->name;
+  metadata.spec = spec_json(spec);
+  metadata.registers = ptxas.registers;
+  metadata.spill_bytes = ptxas.spill_store_bytes + ptxas.spill_load_bytes;
+  metadata.shared_bytes = ptxas.shared_bytes;
+  metadata.compile_ms = compiled.compile_ms;
+  metadata.arch = arch;
+  metadata.nvrtc_version = ingredients.nvrtc_version;
+  metadata.created_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  kernel->metadata = metadata.to_json();
+  kernel->cubin = std::move(compiled.cubin);
+  kernel->origin = KernelOrigin::compiled;
+  logf(LogLevel::info, "kernel {} compiled in {:.0f} ms ({} registers)", kernel->name, compiled.compile_ms,
+       ptxas.registers);
+  disk_.publish(kernel->key, arch, kernel->metadata, kernel->cubin);
+  return kernel;
+}
+
+KernelCacheCounters KernelCache::counters() const {
+  KernelCacheCounters c;
+  c.memory_hits = memory_hits_.load();
+  c.memory_misses = memory_misses_.load();
+  c.compiles = compiles_.load();
+  c.compile_failures = compile_failures_.load();
+  c.disk = disk_.counters();
+  return c;
+}
+
+}  // namespace tsattn::jit

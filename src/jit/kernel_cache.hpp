@@ -1,0 +1,77 @@
+// kernel_cache.hpp - KernelSpec -> cubin: the in-memory table, then the on-disk layers, then NVRTC.
+//
+// Single flight: concurrent callers of one spec wait for one lookup or compile; different specs
+// compile in parallel; the table's mutex is held only to find or insert a slot, never while
+// compiling. Needs no GPU (the AOT precompile tool uses it on machines without one).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "codegen/kernel_spec.hpp"
+#include "common/sha256.hpp"
+#include "jit/cache/disk_cache.hpp"
+
+namespace tsattn::jit {
+
+// Where a kernel's cubin came from the first time this process needed it.
+enum class KernelOrigin { read_only_layer, writable_layer, compiled };
+const char* kernel_origin_name(KernelOrigin origin);  // "read-only cache", "cache", "compiled"
+
+struct CompiledKernel {
+  KernelSpec spec;
+  std::string name;    // canonical name
+  std::string symbol;  // kernel function in the cubin
+  Digest key{};
+  std::vector<uint8_t> cubin;
+  nlohmann::json metadata;
+  KernelOrigin origin = KernelOrigin::compiled;
+};
+
+struct KernelCacheCounters {
+  uint64_t memory_hits = 0;
+  uint64_t memory_misses = 0;  // each sent to the disk layers (and then maybe to NVRTC)
+  uint64_t compiles = 0;
+  uint64_t compile_failures = 0;
+  CacheCounters disk;
+};
+
+class KernelCache {
+ public:
+  // jit_enabled == false (TSATTN_DISABLE_JIT): a kernel missing from every layer is an error
+  // naming it and the manifest entry that would build it.
+  KernelCache(DiskCacheConfig disk_config, bool jit_enabled);
+
+  // The process-wide cache, configured from the TSATTN_* environment at first use.
+  static KernelCache& process();
+
+  // The cubin of a supported spec. Throws Error(not_implemented) for a spec the table lacks,
+  // Error(runtime) for a failed compile or a miss with JIT disabled.
+  std::shared_ptr<const CompiledKernel> get(const KernelSpec& spec);
+
+  KernelCacheCounters counters() const;
+  DiskCache& disk() { return disk_; }
+
+ private:
+  std::shared_ptr<const CompiledKernel> find_or_compile(const KernelSpec& spec);
+
+  DiskCache disk_;
+  bool jit_enabled_;
+  mutable std::mutex mutex_;
+  std::unordered_map<uint32_t, std::shared_future<std::shared_ptr<const CompiledKernel>>> kernels_;
+  std::atomic<uint64_t> memory_hits_{0}, memory_misses_{0}, compiles_{0}, compile_failures_{0};
+};
+
+// The JSON of one manifest kernel entry that builds exactly this spec (for error messages and
+// `tsattn precompile`).
+nlohmann::json manifest_entry_for(const KernelSpec& spec);
+
+}  // namespace tsattn::jit

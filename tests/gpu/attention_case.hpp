@@ -1,0 +1,65 @@
+// attention_case.hpp - one batch_prefill call on the GPU checked against the CPU oracle.
+//
+// Fresh random inputs (0.2*randn, 0.125*randn for fp8) on every run, `out` poisoned with NaN
+// bytes first, every element checked for being written, errors measured against the fp64
+// oracle with SPEC.md's tolerances for the least precise of the input and output dtypes.
+#pragma once
+
+#include <tsattn/tsattn.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support/gpu.hpp"
+
+namespace tsattn::test {
+
+struct AttentionCase {
+  bool packed = false;
+  // Per request. Fixed layout: every entry equal (Sq, Sk of all B requests).
+  std::vector<int32_t> q_lens{128};
+  std::vector<int32_t> kv_lens{128};
+  int num_qo_heads = 4;
+  int num_kv_heads = 4;
+  int head_dim = 128;
+  tsattn_dtype input_dtype = TSATTN_DTYPE_BFLOAT16;
+  tsattn_dtype output_dtype = TSATTN_DTYPE_BFLOAT16;
+  tsattn_mask_type mask = TSATTN_MASK_DENSE;
+  int64_t window_left = -1;
+  std::optional<double> sm_scale;
+  double output_scale = 1.0;
+  // q, k, v as head slices of one fused [tokens, Hq + 2*Hkv, D] projection (needs Sq == Sk).
+  bool fused_qkv = false;
+  // Packed layout: hand the indptrs over in device memory instead of host memory.
+  bool device_indptr = false;
+  // The variable-window mask draws its bounds at random, some out of range or inverted on purpose.
+
+  std::string describe() const;
+};
+
+struct Tolerance {
+  double rtol, atol, rel_norm;
+};
+// SPEC.md "Reference tolerances" for the least precise of the two dtypes.
+Tolerance tolerance_for(tsattn_dtype input, tsattn_dtype output);
+
+struct CaseOutcome {
+  tsattn_status status = TSATTN_OK;
+  std::string message;           // the library's error, if any
+  int64_t elements = 0;
+  int64_t unwritten = 0;         // still holding the NaN poison (or NaN for another reason)
+  int64_t outside_tolerance = 0;
+  double max_abs_error = 0;
+  double rel_norm_error = 0;
+  std::string first_mismatch;    // where and what, for the report
+
+  bool passed() const { return status == TSATTN_OK && unwritten == 0 && outside_tolerance == 0; }
+};
+
+// Runs c once on `stream` (nullptr: legacy default stream) and compares with the oracle.
+CaseOutcome run_attention_case(const AttentionCase& c, std::mt19937_64& rng, CUstream stream = nullptr);
+
+}  // namespace tsattn::test

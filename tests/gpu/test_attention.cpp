@@ -1,0 +1,198 @@
+// test_attention.cpp - batch_prefill on the GPU against the CPU oracle: a fixed matrix over
+// every mode, a seeded randomized sweep, strided inputs, streams and back-to-back specs.
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <map>
+
+#include "common/knobs.hpp"
+#include "gpu/attention_case.hpp"
+
+namespace tsattn::test {
+namespace {
+
+uint64_t test_seed() {
+  const std::string configured = knob_string(Knob::test_seed);
+  return configured.empty() ? std::random_device{}() : std::stoull(configured);
+}
+
+// Largest error seen per input/output dtype pair, printed at the end of a suite.
+struct ErrorSummary {
+  std::map<std::string, std::pair<double, double>> worst;  // pair -> (max abs, rel norm)
+  int cases = 0;
+
+  void add(const AttentionCase& c, const CaseOutcome& o) {
+    ++cases;
+    auto& [abs_error, rel_error] = worst[fmt::format("{}->{}", dtype_short(c.input_dtype), dtype_short(c.output_dtype))];
+    abs_error = std::max(abs_error, o.max_abs_error);
+    rel_error = std::max(rel_error, o.rel_norm_error);
+  }
+  static const char* dtype_short(tsattn_dtype d) {
+    return d == TSATTN_DTYPE_FLOAT16 ? "f16" : (d == TSATTN_DTYPE_BFLOAT16 ? "bf16" : "e4m3");
+  }
+  std::string text() const {
+    std::string s = fmt::format("{} cases; worst errors per dtype pair:", cases);
+    for (const auto& [pair, e] : worst) s += fmt::format(" {} max_abs={:.3g} rel_norm={:.3g};", pair, e.first, e.second);
+    return s;
+  }
+};
+
+void check_case(const AttentionCase& c, std::mt19937_64& rng, ErrorSummary& summary, CUstream stream = nullptr) {
+  const CaseOutcome o = run_attention_case(c, rng, stream);
+  INFO(c.describe());
+  INFO(o.message);
+  INFO(o.first_mismatch);
+  CHECK(o.status == TSATTN_OK);
+  CHECK(o.unwritten == 0);
+  CHECK(o.outside_tolerance == 0);
+  if (o.status == TSATTN_OK) summary.add(c, o);
+}
+
+struct HeadConfig {
+  int hq, hkv;
+};
+constexpr HeadConfig kHeadConfigs[] = {{4, 4}, {8, 2}, {8, 1}, {6, 3}};
+constexpr tsattn_dtype kDtypes[] = {TSATTN_DTYPE_FLOAT16, TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_FLOAT8_E4M3FN};
+
+// Lengths (q_lens, kv_lens) per layout; causal masks need Sq <= Sk in every request.
+struct Lengths {
+  std::vector<int32_t> q, kv;
+  bool causal_ok;
+};
+std::vector<Lengths> matrix_lengths(bool packed) {
+  if (!packed)
+    return {{{1, 1}, {1, 1}, true},       {{17}, {17}, true},     {{127, 127}, {127, 127}, true},
+            {{128}, {128}, true},         {{129, 129}, {129, 129}, true}, {{1000}, {1000}, true},
+            {{100, 100}, {333, 333}, true}, {{300}, {77}, false}};
+  return {{{5, 0, 129, 1}, {9, 0, 200, 1}, true},
+          {{128, 127, 0}, {128, 1000, 7}, false},
+          {{1, 17, 300}, {1, 17, 300}, true},
+          {{0, 0}, {0, 0}, true},
+          {{64, 0, 33}, {0, 40, 33}, false}};
+}
+
+TEST_SUITE("gpu/attention") {
+  TEST_CASE("matrix: layouts x masks x head dims x dtypes x GQA ratios x odd lengths") {
+    TSATTN_REQUIRE_GPU();
+    const uint64_t seed = test_seed();
+    MESSAGE("seed ", seed, " (set TSATTN_TEST_SEED to replay)");
+    std::mt19937_64 rng(seed);
+    ErrorSummary summary;
+    int rotation = 0;
+    for (bool packed : {false, true})
+      for (tsattn_mask_type mask : {TSATTN_MASK_DENSE, TSATTN_MASK_CAUSAL, TSATTN_MASK_VARIABLE_WINDOW})
+        for (bool window : {false, true}) {
+          if (window && mask != TSATTN_MASK_CAUSAL) continue;
+          for (int head_dim : {128, 256})
+            for (tsattn_dtype input : kDtypes)
+              for (const Lengths& lengths : matrix_lengths(packed)) {
+                if (mask == TSATTN_MASK_CAUSAL && !lengths.causal_ok) continue;
+                ++rotation;
+                AttentionCase c;
+                c.packed = packed;
+                c.q_lens = lengths.q;
+                c.kv_lens = lengths.kv;
+                c.mask = mask;
+                c.window_left = window ? 1 + rotation % 200 : -1;
+                c.head_dim = head_dim;
+                c.input_dtype = input;
+                c.output_dtype = kDtypes[rotation % 3];
+                c.num_qo_heads = kHeadConfigs[rotation % 4].hq;
+                c.num_kv_heads = kHeadConfigs[rotation % 4].hkv;
+                if (rotation % 5 == 0) c.sm_scale = 0.05;
+                if (rotation % 7 == 0) c.output_scale = 1.75;
+                check_case(c, rng, summary);
+              }
+        }
+    MESSAGE(summary.text());
+  }
+
+  TEST_CASE("randomized sweep: 500 valid configurations") {
+    TSATTN_REQUIRE_GPU();
+    const uint64_t seed = test_seed();
+    MESSAGE("seed ", seed, " (set TSATTN_TEST_SEED to replay)");
+    std::mt19937_64 rng(seed);
+    ErrorSummary summary;
+    auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    for (int i = 0; i < 500; ++i) {
+      AttentionCase c;
+      c.packed = uniform(0, 1) == 1;
+      const int masks = uniform(0, 3);
+      c.mask = masks == 0 ? TSATTN_MASK_DENSE : (masks == 3 ? TSATTN_MASK_VARIABLE_WINDOW : TSATTN_MASK_CAUSAL);
+      if (masks == 2) c.window_left = uniform(1, 600);
+      c.head_dim = uniform(0, 1) ? 256 : 128;
+      c.input_dtype = kDtypes[uniform(0, 2)];
+      c.output_dtype = kDtypes[uniform(0, 2)];
+      const int hkv = uniform(1, 4);
+      c.num_kv_heads = hkv;
+      c.num_qo_heads = hkv * uniform(1, 4);
+      const int batch = c.packed ? uniform(1, 5) : uniform(1, 3);
+      c.q_lens.clear();
+      c.kv_lens.clear();
+      // Fixed layout: one (Sq, Sk) for all requests; Sq > Sk only where the mask allows it.
+      const int fixed_q = uniform(1, 400);
+      const int fixed_kv = c.mask == TSATTN_MASK_CAUSAL ? fixed_q + uniform(0, 300) : uniform(1, 500);
+      for (int b = 0; b < batch; ++b) {
+        int q = fixed_q, kv = fixed_kv;
+        if (c.packed) {
+          q = uniform(0, 5) == 0 ? 0 : uniform(1, 400);
+          kv = uniform(0, 6) == 0 ? 0 : uniform(1, 500);
+          if (c.mask == TSATTN_MASK_CAUSAL && kv < q) kv = q + uniform(0, 100);
+        }
+        c.q_lens.push_back(q);
+        c.kv_lens.push_back(kv);
+      }
+      if (uniform(0, 3) == 0) c.sm_scale = 0.02 + uniform(0, 100) / 500.0;
+      if (uniform(0, 3) == 0) c.output_scale = 0.5 + uniform(0, 100) / 50.0;
+      check_case(c, rng, summary);
+    }
+    MESSAGE(summary.text());
+  }
+
+  TEST_CASE("strided inputs: q, k, v as slices of one fused QKV projection") {
+    TSATTN_REQUIRE_GPU();
+    std::mt19937_64 rng(test_seed());
+    ErrorSummary summary;
+    for (bool packed : {false, true})
+      for (int head_dim : {128, 256}) {
+        AttentionCase c;
+        c.packed = packed;
+        c.fused_qkv = true;
+        c.q_lens = packed ? std::vector<int32_t>{70, 0, 129} : std::vector<int32_t>{129, 129};
+        c.kv_lens = c.q_lens;
+        c.num_qo_heads = 8;
+        c.num_kv_heads = 2;
+        c.head_dim = head_dim;
+        c.mask = TSATTN_MASK_CAUSAL;
+        check_case(c, rng, summary);
+      }
+    MESSAGE(summary.text());
+  }
+
+  TEST_CASE("a side stream, and back-to-back calls with different specs") {
+    TSATTN_REQUIRE_GPU();
+    std::mt19937_64 rng(test_seed());
+    ErrorSummary summary;
+    Stream stream;
+    AttentionCase a;
+    a.q_lens = {300};
+    a.kv_lens = {700};
+    a.mask = TSATTN_MASK_CAUSAL;
+    AttentionCase b = a;
+    b.head_dim = 256;
+    b.input_dtype = TSATTN_DTYPE_FLOAT16;
+    b.output_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;
+    b.mask = TSATTN_MASK_DENSE;
+    for (int round = 0; round < 3; ++round) {
+      check_case(a, rng, summary, stream.get());
+      check_case(b, rng, summary, stream.get());
+      check_case(a, rng, summary);
+    }
+    MESSAGE(summary.text());
+  }
+}
+
+}  // namespace
+}  // namespace tsattn::test
