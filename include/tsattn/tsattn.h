@@ -115,6 +115,33 @@ TSATTN_API tsattn_status tsattn_batch_prefill(const tsattn_tensor_view* q,
                                               const tsattn_prefill_options* options,
                                               const tsattn_tensor_view* out);
 
+/* Kernel cache counters of this process (in-memory table, disk layers, NVRTC, module loads).
+ * Set stats->struct_size = sizeof(tsattn_cache_stats) first. */
+typedef struct tsattn_cache_stats {
+  size_t struct_size;
+  uint64_t memory_hits;        /* kernel found in the process's table */
+  uint64_t memory_misses;      /* sent to the disk layers (and maybe NVRTC) */
+  uint64_t compiles;           /* NVRTC compiles started */
+  uint64_t compile_failures;
+  uint64_t disk_lookups;
+  uint64_t disk_read_only_hits;
+  uint64_t disk_writable_hits;
+  uint64_t disk_misses;
+  uint64_t disk_damaged;       /* entries rejected as corrupt, truncated or foreign */
+  uint64_t disk_writes;
+  uint64_t disk_write_failures;
+  uint64_t modules_loaded;     /* cubins loaded into CUDA contexts */
+} tsattn_cache_stats;
+
+TSATTN_API tsattn_status tsattn_get_cache_stats(tsattn_cache_stats* stats);
+
+/* Compiles every kernel of a manifest (JSON file, see cache/manifests/) for the comma-separated
+ * archs ("sm_90a,sm_80") into out_dir (NULL: the user cache). Needs no GPU. jobs <= 0: automatic.
+ * Counts go to *compiled, *cached (already present) and *failed (each may be NULL). Returns
+ * TSATTN_ERROR_VALUE for a bad manifest or arch list, TSATTN_ERROR_RUNTIME if a kernel failed. */
+TSATTN_API tsattn_status tsattn_precompile(const char* manifest_path, const char* archs, const char* out_dir,
+                                           int32_t jobs, int64_t* compiled, int64_t* cached, int64_t* failed);
+
 /* The message of the last failed call on this thread ("" if none). Valid until the
  * next tsattn call on this thread. */
 TSATTN_API const char* tsattn_last_error_message(void);

@@ -8,7 +8,7 @@
 
 #include <tsattn/tsattn.hpp>
 
-#include "api/tensor_checks.hpp"
+#include "common/error.hpp"
 #include "codegen/spec_table.hpp"
 #include "common/knobs.hpp"
 #include "common/log.hpp"

@@ -4,18 +4,13 @@
 
 #include <tsattn/tsattn.hpp>
 
-#include <fmt/format.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace tsattn {
+#include "common/error.hpp"
 
-template <class... Args>
-[[noreturn]] void raise(ErrorKind kind, fmt::format_string<Args...> format, Args&&... args) {
-  throw Error(kind, fmt::format(format, std::forward<Args>(args)...));
-}
+namespace tsattn {
 
 // A caller's view with its strides resolved (compact row-major when the caller gave none).
 struct CheckedTensor {

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "api/tensor_checks.hpp"
+#include "common/error.hpp"
 #include "codegen/spec_table.hpp"
 
 namespace tsattn {

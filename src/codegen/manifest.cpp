@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "api/tensor_checks.hpp"
+#include "common/error.hpp"
 #include "codegen/spec_table.hpp"
 
 namespace tsattn {

@@ -15,7 +15,7 @@
 
 #include <tsattn/tsattn.hpp>
 
-#include "api/tensor_checks.hpp"
+#include "common/error.hpp"
 
 extern "C" char** environ;
 

@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "api/dtype.hpp"
-#include "api/tensor_checks.hpp"
+#include "common/error.hpp"
 #include "codegen/embedded_templates.hpp"
 #include "codegen/kernel_source.hpp"
 #include "common/knobs.hpp"

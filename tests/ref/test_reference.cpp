@@ -561,7 +561,7 @@ TEST_CASE("the SPEC's window example: Sq=2, Sk=4, W=1") {
   check_averaged(out, 1, 1, {2, 3});
 }
 
-TEST_CASE("causal with Sq < Sk is bottom-right aligned; dense allows Sq > Sk") {
+TEST_CASE("causal with Sq < Sk is bottom-right aligned and dense allows Sq > Sk") {
   std::mt19937_64 rng(fresh_seed());
   const Case causal{.name = "causal", .q_lens = {3}, .kv_lens = {5}, .hq = 1, .hkv = 1, .d = kHandD,
                     .mask = TSATTN_MASK_CAUSAL};

@@ -14,7 +14,7 @@
 
 #include <tsattn/tsattn.hpp>
 
-#include "api/tensor_checks.hpp"
+#include "common/error.hpp"
 #include "common/knobs.hpp"
 #include "common/log.hpp"
 #include "jit/nvrtc/source_excerpt.hpp"

@@ -5,12 +5,11 @@
 
 #include <sys/stat.h>
 
-#include <cstdlib>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "cache_test_support.hpp"
+#include "support/scoped_env.hpp"
 
 using namespace tsattn;
 using namespace tsattn::jit;
@@ -31,26 +30,6 @@ void make_read_only_tree(const std::string& dir) {
     if (it->is_directory()) fs::permissions(it->path(), fs::perms(0555));
   fs::permissions(dir, fs::perms(0555));
 }
-
-// Sets (or unsets, for nullptr) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) previous_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-  ~ScopedEnv() {
-    if (previous_) ::setenv(name_, previous_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> previous_;
-};
 
 }  // namespace
 
@@ -274,35 +253,35 @@ TEST_SUITE("jit/cache/disk") {
   }
 
   TEST_CASE("the configuration from TSATTN_CACHE_* and XDG_CACHE_HOME") {
-    ScopedEnv dir("TSATTN_CACHE_DIR", nullptr), ro("TSATTN_CACHE_RO_PATH", nullptr),
-        off("TSATTN_CACHE_DISABLE", nullptr), always("TSATTN_ALWAYS_COMPILE", nullptr),
-        xdg("XDG_CACHE_HOME", "/xdg/cache");
+    testing::ScopedEnv env;
+    env.set("TSATTN_CACHE_DIR", nullptr)
+        .set("TSATTN_CACHE_RO_PATH", nullptr)
+        .set("TSATTN_CACHE_DISABLE", nullptr)
+        .set("TSATTN_ALWAYS_COMPILE", nullptr)
+        .set("XDG_CACHE_HOME", "/xdg/cache");
     DiskCacheConfig config = DiskCache::config_from_environment();
     CHECK(config.read_only_roots.empty());
     CHECK(config.writable_root == "/xdg/cache/tsattn");
     CHECK(config.lookups_enabled);
-    {
-      ScopedEnv set_dir("TSATTN_CACHE_DIR", "/my/cache"),
-          set_ro("TSATTN_CACHE_RO_PATH", "/image/a::/image/b"),
-          set_always("TSATTN_ALWAYS_COMPILE", "1");
-      config = DiskCache::config_from_environment();
-      CHECK(config.writable_root == "/my/cache");
-      CHECK(config.read_only_roots == std::vector<std::string>{"/image/a", "/image/b"});
-      CHECK_FALSE(config.lookups_enabled);
-    }
-    {
-      ScopedEnv set_ro("TSATTN_CACHE_RO_PATH", "/image/a"), set_off("TSATTN_CACHE_DISABLE", "1");
-      config = DiskCache::config_from_environment();
-      CHECK(config.read_only_roots.empty());
-      CHECK_FALSE(config.writable_root);
-    }
-    {
-      TempDir tmp;
-      ScopedEnv set_dir("TSATTN_CACHE_DIR", (tmp / "env-cache").c_str());
-      DiskCache cache = DiskCache::from_environment();
-      CHECK(cache.writable_state() == WritableState::ready);
-      publish_test_entry(cache, 1);
-      CHECK(rw_cache(tmp / "env-cache").lookup(test_key(1), "sm_90a"));
-    }
+
+    env.set("TSATTN_CACHE_DIR", "/my/cache")
+        .set("TSATTN_CACHE_RO_PATH", "/image/a::/image/b")
+        .set("TSATTN_ALWAYS_COMPILE", "1");
+    config = DiskCache::config_from_environment();
+    CHECK(config.writable_root == "/my/cache");
+    CHECK(config.read_only_roots == std::vector<std::string>{"/image/a", "/image/b"});
+    CHECK_FALSE(config.lookups_enabled);
+
+    env.set("TSATTN_CACHE_DISABLE", "1");
+    config = DiskCache::config_from_environment();
+    CHECK(config.read_only_roots.empty());
+    CHECK_FALSE(config.writable_root);
+
+    TempDir tmp;
+    env.set("TSATTN_CACHE_DISABLE", nullptr).set("TSATTN_CACHE_DIR", tmp / "env-cache");
+    DiskCache cache = DiskCache::from_environment();
+    CHECK(cache.writable_state() == WritableState::ready);
+    publish_test_entry(cache, 1);
+    CHECK(rw_cache(tmp / "env-cache").lookup(test_key(1), "sm_90a"));
   }
 }
