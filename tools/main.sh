@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# main.sh - README's first command: set up, build, and run the main job.
+# main.sh - README's first command: set up, build, and run the main job: `tsattn run`, which on a
+# GPU machine runs attention and checks it against the CPU oracle, and without a GPU precompiles
+# the default manifest into the user cache.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
-# The attention demo (`tsattn run`) arrives with the kernels; until then show what the CLI offers.
+cd "$repo"
 "$repo/build/tsattn" --version
-"$repo/build/tsattn" --help
-"$repo/build/tsattn" env
+"$repo/build/tsattn" run "$@"

@@ -3,11 +3,18 @@
 #include <tsattn/tsattn.h>
 #include <tsattn/tsattn.hpp>
 
+#include <algorithm>
 #include <new>
 #include <string>
 
 #include "api/execute.hpp"
 #include "api/validate.hpp"
+#include "codegen/manifest.hpp"
+#include "common/error.hpp"
+#include "common/knobs.hpp"
+#include "jit/driver/module_table.hpp"
+#include "jit/kernel_cache.hpp"
+#include "jit/precompile.hpp"
 
 namespace {
 
@@ -54,6 +61,40 @@ TSATTN_API tsattn_status tsattn_batch_prefill(const tsattn_tensor_view* q, const
   return guarded([&] {
     const tsattn::Arguments args{q, k, v, qo_indptr, kv_indptr, options, out};
     tsattn::execute(tsattn::validate_arguments(args, tsattn::Residency::cuda));
+  });
+}
+
+TSATTN_API tsattn_status tsattn_get_cache_stats(tsattn_cache_stats* stats) {
+  return guarded([&] {
+    if (stats == nullptr) tsattn::raise(tsattn::ErrorKind::value, "stats is a null pointer");
+    if (stats->struct_size < sizeof(tsattn_cache_stats))
+      tsattn::raise(tsattn::ErrorKind::value, "stats->struct_size={} is smaller than tsattn_cache_stats ({} bytes)",
+                    stats->struct_size, sizeof(tsattn_cache_stats));
+    const tsattn::jit::KernelCacheCounters c = tsattn::jit::KernelCache::process().counters();
+    *stats = tsattn_cache_stats{sizeof(tsattn_cache_stats), c.memory_hits, c.memory_misses, c.compiles,
+                                c.compile_failures, c.disk.lookups, c.disk.read_only_hits, c.disk.writable_hits,
+                                c.disk.misses, c.disk.damaged, c.disk.writes, c.disk.write_failures,
+                                tsattn::driver::modules_loaded()};
+  });
+}
+
+TSATTN_API tsattn_status tsattn_precompile(const char* manifest_path, const char* archs, const char* out_dir,
+                                           int32_t jobs, int64_t* compiled, int64_t* cached, int64_t* failed) {
+  return guarded([&] {
+    if (manifest_path == nullptr) tsattn::raise(tsattn::ErrorKind::value, "manifest_path is a null pointer");
+    if (archs == nullptr) tsattn::raise(tsattn::ErrorKind::value, "archs is a null pointer");
+    const auto specs = tsattn::load_manifest(manifest_path, tsattn::parse_arch_list(archs));
+    const std::string out = out_dir ? std::string(out_dir) : tsattn::knob_string(tsattn::Knob::cache_dir);
+    const tsattn::jit::PrecompileSummary summary = tsattn::jit::precompile(specs, out, jobs, /*keep_going=*/true);
+    if (compiled) *compiled = summary.compiled;
+    if (cached) *cached = summary.cached;
+    if (failed) *failed = summary.failed;
+    if (summary.failed > 0) {
+      const auto& first = *std::find_if(summary.events.begin(), summary.events.end(),
+                                        [](const auto& e) { return e.status == "failed"; });
+      tsattn::raise(tsattn::ErrorKind::runtime, "{} of {} kernels failed to compile; first: {}: {}", summary.failed,
+                    specs.size(), first.name, first.error);
+    }
   });
 }
 

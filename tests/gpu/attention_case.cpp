@@ -3,12 +3,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cmath>
 #include <numeric>
 
 #include "api/dtype.hpp"
 #include "api/validate.hpp"
-#include "ref/float_formats.hpp"
+#include "ref/random_inputs.hpp"
 #include "ref/reference.hpp"
 #include "support/tensors.hpp"
 
@@ -36,10 +35,9 @@ struct Mirrored {
   }
 };
 
-void fill_random(HostTensor& t, double scale, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal(0.0f, static_cast<float>(scale));
-  const int64_t elements = static_cast<int64_t>(t.bytes) / dtype_size(t.tensor.dtype);
-  for (int64_t i = 0; i < elements; ++i) ref::store_element(t.tensor.dtype, t.storage.get(), i, normal(rng));
+void fill_random(HostTensor& t, std::mt19937_64& rng) {
+  const tsattn_dtype dtype = t.tensor.dtype;
+  ref::fill_normal(dtype, t.storage.get(), static_cast<int64_t>(t.bytes) / dtype_size(dtype), ref::input_stddev(dtype), rng);
 }
 
 // Mostly valid inclusive windows, with out-of-range and inverted ones mixed in: the SPEC says
@@ -75,17 +73,6 @@ std::string AttentionCase::describe() const {
                      fused_qkv ? " fused-qkv" : "", device_indptr ? " gpu-indptr" : "");
 }
 
-Tolerance tolerance_for(tsattn_dtype input, tsattn_dtype output) {
-  auto rank = [](tsattn_dtype d) {
-    return d == TSATTN_DTYPE_FLOAT8_E4M3FN ? 2 : (d == TSATTN_DTYPE_BFLOAT16 ? 1 : 0);
-  };
-  switch (std::max(rank(input), rank(output))) {
-    case 2: return {5e-2, 1.3e-1, 1e-1};
-    case 1: return {2e-2, 1e-2, 2e-2};
-    default: return {1e-2, 2e-3, 1e-2};
-  }
-}
-
 CaseOutcome run_attention_case(const AttentionCase& c, std::mt19937_64& rng, CUstream stream) {
   const int64_t batch = static_cast<int64_t>(c.q_lens.size());
   const int64_t total_q = std::accumulate(c.q_lens.begin(), c.q_lens.end(), int64_t{0});
@@ -95,7 +82,6 @@ CaseOutcome run_attention_case(const AttentionCase& c, std::mt19937_64& rng, CUs
   auto token_shape = [&](int64_t tokens_packed, int64_t tokens_fixed, int64_t heads) {
     return c.packed ? std::vector<int64_t>{tokens_packed, heads, d} : std::vector<int64_t>{batch, tokens_fixed, heads, d};
   };
-  const double scale = c.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN ? 0.125 : 0.2;
 
   // Inputs: three tensors, or three head slices of one fused projection.
   std::vector<Mirrored> inputs;
@@ -104,7 +90,7 @@ CaseOutcome run_attention_case(const AttentionCase& c, std::mt19937_64& rng, CUs
     const int64_t heads = hq + 2 * hkv;
     Mirrored& qkv = inputs.emplace_back();
     qkv.host = HostTensor(c.input_dtype, token_shape(total_q, sq, heads));
-    fill_random(qkv.host, scale, rng);
+    fill_random(qkv.host, rng);
     const std::vector<int64_t> strides = compact_strides(qkv.host.tensor.shape);
     const int64_t element = dtype_size(c.input_dtype);
     auto slice = [&](int64_t first_head, int64_t count) {
@@ -123,7 +109,7 @@ CaseOutcome run_attention_case(const AttentionCase& c, std::mt19937_64& rng, CUs
                                std::pair{&v_view, token_shape(total_k, sk, hkv)}}) {
       Mirrored& m = inputs.emplace_back();
       m.host = HostTensor(c.input_dtype, shape);
-      fill_random(m.host, scale, rng);
+      fill_random(m.host, rng);
       *view = m.host.tensor;
     }
   }
@@ -210,33 +196,8 @@ CaseOutcome run_attention_case(const AttentionCase& c, std::mt19937_64& rng, CUs
   if (outcome.status != TSATTN_OK) return outcome;
 
   out.device.download(out.host.storage.get(), out.host.bytes);
-  const Tolerance tol = tolerance_for(c.input_dtype, c.output_dtype);
-  const int64_t elements = static_cast<int64_t>(expected.size());
-  double diff_sq = 0, ref_sq = 0;
-  outcome.elements = elements;
-  for (int64_t i = 0; i < elements; ++i) {
-    const double actual = ref::load_element(c.output_dtype, out.host.storage.get(), i);
-    const double want = expected[static_cast<size_t>(i)];
-    if (std::isnan(actual)) {
-      if (outcome.unwritten++ == 0 && outcome.first_mismatch.empty())
-        outcome.first_mismatch = fmt::format("element {} (row {}, head {}, d {}) is NaN", i, i / (hq * d), i / d % hq, i % d);
-      continue;
-    }
-    const double error = std::abs(actual - want);
-    diff_sq += error * error;
-    ref_sq += want * want;
-    outcome.max_abs_error = std::max(outcome.max_abs_error, error);
-    if (error > tol.atol + tol.rtol * std::abs(want)) {
-      if (outcome.outside_tolerance++ == 0 && outcome.first_mismatch.empty())
-        outcome.first_mismatch = fmt::format("element {} (row {}, head {}, d {}): got {} want {}", i, i / (hq * d),
-                                             i / d % hq, i % d, actual, want);
-    }
-  }
-  outcome.rel_norm_error = ref_sq > 0 ? std::sqrt(diff_sq / ref_sq) : std::sqrt(diff_sq);
-  if (outcome.rel_norm_error > tol.rel_norm && outcome.outside_tolerance == 0) {
-    outcome.outside_tolerance = 1;
-    outcome.first_mismatch = fmt::format("relative norm error {} > {}", outcome.rel_norm_error, tol.rel_norm);
-  }
+  outcome.comparison = ref::compare_output(c.output_dtype, out.host.storage.get(), expected, c.num_qo_heads,
+                                           c.head_dim, ref::tolerance_for(c.input_dtype, c.output_dtype));
   return outcome;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ref/compare.hpp"
 #include "support/gpu.hpp"
 
 namespace tsattn::test {
@@ -40,23 +41,12 @@ struct AttentionCase {
   std::string describe() const;
 };
 
-struct Tolerance {
-  double rtol, atol, rel_norm;
-};
-// SPEC.md "Reference tolerances" for the least precise of the two dtypes.
-Tolerance tolerance_for(tsattn_dtype input, tsattn_dtype output);
-
 struct CaseOutcome {
   tsattn_status status = TSATTN_OK;
-  std::string message;           // the library's error, if any
-  int64_t elements = 0;
-  int64_t unwritten = 0;         // still holding the NaN poison (or NaN for another reason)
-  int64_t outside_tolerance = 0;
-  double max_abs_error = 0;
-  double rel_norm_error = 0;
-  std::string first_mismatch;    // where and what, for the report
+  std::string message;  // the library's error, if any
+  ref::Comparison comparison;
 
-  bool passed() const { return status == TSATTN_OK && unwritten == 0 && outside_tolerance == 0; }
+  bool passed() const { return status == TSATTN_OK && comparison.passed(); }
 };
 
 // Runs c once on `stream` (nullptr: legacy default stream) and compares with the oracle.

@@ -26,8 +26,8 @@ struct ErrorSummary {
   void add(const AttentionCase& c, const CaseOutcome& o) {
     ++cases;
     auto& [abs_error, rel_error] = worst[fmt::format("{}->{}", dtype_short(c.input_dtype), dtype_short(c.output_dtype))];
-    abs_error = std::max(abs_error, o.max_abs_error);
-    rel_error = std::max(rel_error, o.rel_norm_error);
+    abs_error = std::max(abs_error, o.comparison.max_abs_error);
+    rel_error = std::max(rel_error, o.comparison.rel_norm_error);
   }
   static const char* dtype_short(tsattn_dtype d) {
     return d == TSATTN_DTYPE_FLOAT16 ? "f16" : (d == TSATTN_DTYPE_BFLOAT16 ? "bf16" : "e4m3");
@@ -43,10 +43,10 @@ void check_case(const AttentionCase& c, std::mt19937_64& rng, ErrorSummary& summ
   const CaseOutcome o = run_attention_case(c, rng, stream);
   INFO(c.describe());
   INFO(o.message);
-  INFO(o.first_mismatch);
+  INFO(o.comparison.first_problem);
   CHECK(o.status == TSATTN_OK);
-  CHECK(o.unwritten == 0);
-  CHECK(o.outside_tolerance == 0);
+  CHECK(o.comparison.unwritten == 0);
+  CHECK(o.comparison.outside_tolerance == 0);
   if (o.status == TSATTN_OK) summary.add(c, o);
 }
 

@@ -1,7 +1,5 @@
 #include "support/gpu.hpp"
 
-#include <utility>
-
 namespace tsattn::test {
 
 namespace {
@@ -24,44 +22,6 @@ std::string gpu_unavailable_reason() {
   }();
   driver::check(cu().cuCtxSetCurrent(context), "cuCtxSetCurrent");
   return "";
-}
-
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  // A zero-byte allocation still gets a distinct, valid address (never dereferenced).
-  driver::check(cu().cuMemAlloc(&pointer_, bytes == 0 ? 256 : bytes), "cuMemAlloc");
-}
-
-DeviceBuffer::~DeviceBuffer() {
-  if (pointer_) cu().cuMemFree(pointer_);
-}
-
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : pointer_(std::exchange(other.pointer_, 0)), bytes_(std::exchange(other.bytes_, 0)) {}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    if (pointer_) cu().cuMemFree(pointer_);
-    pointer_ = std::exchange(other.pointer_, 0);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-
-void DeviceBuffer::upload(const void* host, size_t bytes, size_t offset) {
-  REQUIRE(offset + bytes <= bytes_);
-  if (bytes) driver::check(cu().cuMemcpyHtoD(pointer_ + offset, host, bytes), "cuMemcpyHtoD");
-}
-
-void DeviceBuffer::download(void* host, size_t bytes, size_t offset) const {
-  REQUIRE(offset + bytes <= bytes_);
-  if (bytes) driver::check(cu().cuMemcpyDtoH(host, pointer_ + offset, bytes), "cuMemcpyDtoH");
-}
-
-void DeviceBuffer::fill_bytes(uint8_t value) {
-  if (bytes_) {
-    driver::check(cu().cuMemsetD8Async(pointer_, value, bytes_, nullptr), "cuMemsetD8Async");
-    synchronize_device();
-  }
 }
 
 Stream::Stream() { driver::check(cu().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); }

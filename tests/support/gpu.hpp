@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "jit/driver/device_buffer.hpp"
 #include "jit/driver/driver_api.hpp"
 
 namespace tsattn::test {
@@ -28,28 +29,7 @@ std::string gpu_unavailable_reason();
     }                                                                     \
   } while (false)
 
-// Device memory of device 0, freed on destruction.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  CUdeviceptr address() const { return pointer_; }
-  void* data() const { return reinterpret_cast<void*>(pointer_); }
-  size_t size() const { return bytes_; }
-  void upload(const void* host, size_t bytes, size_t offset = 0);
-  void download(void* host, size_t bytes, size_t offset = 0) const;
-  void fill_bytes(uint8_t value);
-
- private:
-  CUdeviceptr pointer_ = 0;
-  size_t bytes_ = 0;
-};
+using driver::DeviceBuffer;
 
 // A non-default stream, destroyed with the object.
 class Stream {

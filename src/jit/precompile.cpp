@@ -1,0 +1,72 @@
+#include "jit/precompile.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "common/error.hpp"
+#include "common/knobs.hpp"
+#include "jit/kernel_cache.hpp"
+
+namespace tsattn::jit {
+
+int default_compile_jobs() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+  const int64_t by_memory =
+      pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size / (int64_t{1} << 30) : 1;
+  return static_cast<int>(std::max<int64_t>(1, std::min(knob_int(Knob::compile_threads), by_memory)));
+}
+
+PrecompileSummary precompile(const std::vector<KernelSpec>& specs, const std::string& out_dir, int jobs,
+                             bool keep_going, const std::function<void(const PrecompileEvent&)>& on_event) {
+  using Clock = std::chrono::steady_clock;
+  DiskCacheConfig config;
+  config.writable_root = out_dir;
+  KernelCache cache(config, /*jit_enabled=*/true);
+  if (cache.disk().writable_state() != WritableState::ready)
+    raise(ErrorKind::runtime, "cannot write kernels to {} ({})", out_dir, writable_state_name(cache.disk().writable_state()));
+
+  PrecompileSummary summary;
+  summary.out_dir = out_dir;
+  summary.jobs = std::max(1, std::min(jobs > 0 ? jobs : default_compile_jobs(), static_cast<int>(specs.size())));
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex mutex;
+  const auto start = Clock::now();
+
+  auto worker = [&] {
+    for (size_t i = next++; i < specs.size() && !stop; i = next++) {
+      PrecompileEvent event;
+      event.name = canonical_name(specs[i]);
+      const auto begin = Clock::now();
+      try {
+        const std::shared_ptr<const CompiledKernel> kernel = cache.get(specs[i]);
+        event.status = kernel->origin == KernelOrigin::compiled ? "compiled" : "cached";
+        event.key = to_hex(kernel->key);
+      } catch (const Error& e) {
+        event.status = "failed";
+        event.error = e.what();
+        if (!keep_going) stop = true;
+      }
+      event.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+      std::lock_guard lock(mutex);
+      if (event.status == "compiled") ++summary.compiled;
+      else if (event.status == "cached") ++summary.cached;
+      else ++summary.failed;
+      if (on_event) on_event(event);
+      summary.events.push_back(std::move(event));
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < summary.jobs; ++t) threads.emplace_back(worker);
+  for (std::thread& t : threads) t.join();
+  summary.not_started = static_cast<int64_t>(specs.size()) - summary.compiled - summary.cached - summary.failed;
+  summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return summary;
+}
+
+}  // namespace tsattn::jit
