@@ -8,22 +8,19 @@
 #ifndef TSATTN_PREFILL_PARAMS_H
 #define TSATTN_PREFILL_PARAMS_H
 
-#define TSATTN_PARAMS_VERSION 1
+#define TSATTN_PARAMS_VERSION 2
 
-// One unit of work: query tile q_tile (rows q_tile*BLOCK_M ..) of request `request`, for query
-// heads qo_head_begin .. qo_head_begin + qo_head_count - 1 (consecutive heads that share one kv
-// head, so K/V tiles are reused from L1/L2).
-struct TsattnTask {
+// One query tile: rows q_tile*BLOCK_M .. of request `request`.
+struct TsattnTile {
   int request;
   int q_tile;
-  int qo_head_begin;
-  int qo_head_count;
 };
 
 struct TsattnPrefillParams {
   // Attention tensors as [batch][token][head][d], d contiguous. Strides are in elements.
   // Element (b, t, h, d) of request b: base + b*batch_stride + (token_offset(b) + t)*token_stride
   // + h*head_stride + d, where token_offset(b) is indptr[b] (packed layout) or 0 (fixed layout).
+  // The packed layout has no batch dimension: every batch stride (bounds included) is 0 there.
   const void* q;
   const void* k;
   const void* v;
@@ -57,10 +54,15 @@ struct TsattnPrefillParams {
   float scale_log2;    // sm_scale * log2(e): scores go through exp2
   float output_scale;
 
-  // The scheduler's task list (device memory), heaviest first. Persistent CTAs take tasks
-  // blockIdx.x, blockIdx.x + gridDim.x, ... while the index is below *num_tasks.
-  const TsattnTask* tasks;
-  const int* num_tasks;
+  // The scheduler's work: item w in [0, num_tiles * num_qo_heads) is query head
+  // w % num_qo_heads of tile w / num_qo_heads. The heads that share a kv head are adjacent, so
+  // they run at the same time on neighbouring CTAs and read K/V through L2. Persistent CTAs take
+  // items blockIdx.x, blockIdx.x + gridDim.x, ...; tiles come heaviest first.
+  // tiles == 0 (fixed layout): the implicit list of batch * ceil(q_tokens / BLOCK_M) tiles in
+  // q_tile-descending order (the last tiles of a causal request see the most keys), then request.
+  // Otherwise tiles[0 .. *num_tiles) in device memory, from the host or the device planner.
+  const TsattnTile* tiles;
+  const int* num_tiles;
 };
 
 #endif  // TSATTN_PREFILL_PARAMS_H

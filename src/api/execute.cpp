@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <vector>
 
 #include <tsattn/tsattn.hpp>
@@ -95,39 +97,56 @@ void execute(const Problem& p) {
   });
 
   TsattnPrefillParams params = make_kernel_params(p);
-  if (!p.lengths_on_host())
-    raise(ErrorKind::not_implemented, "packed layout with indptrs on the GPU needs the device planner, which {} "
-          "does not have yet; pass qo_indptr and kv_indptr on the CPU", kernel.name);
-  if (stream_is_capturing(stream))
-    raise(ErrorKind::value, "the stream is capturing a CUDA graph, but this call must upload its plan from the "
-          "host; pass qo_indptr and kv_indptr on the GPU to capture it");
-
-  const std::vector<TsattnTask> tasks = plan_tasks_on_host(p, kernel.block_m);
-  if (tasks.empty()) return;  // no query rows: nothing to write
-  const int num_tasks = static_cast<int>(tasks.size());
-
-  UploadImage image;
-  const size_t count_offset = image.append(&num_tasks, 1);
-  const size_t tasks_offset = image.append(tasks.data(), tasks.size());
-  size_t qo_offset = 0, kv_offset = 0;
-  if (p.layout == Layout::packed) {
-    qo_offset = image.append(p.qo_indptr_host.data(), p.qo_indptr_host.size());
-    kv_offset = image.append(p.kv_indptr_host.data(), p.kv_indptr_host.size());
-  }
   const driver::Api& cu = driver::api();
-  StreamBuffer workspace(image.bytes().size(), stream);
-  // From pageable memory: the driver stages the bytes before returning, so `image` may go.
-  driver::check(cu.cuMemcpyHtoDAsync(workspace.get(), image.bytes().data(), image.bytes().size(), stream),
-                "uploading the task list");
-  params.num_tasks = reinterpret_cast<const int*>(workspace.get() + count_offset);
-  params.tasks = reinterpret_cast<const TsattnTask*>(workspace.get() + tasks_offset);
-  if (p.layout == Layout::packed) {
-    params.qo_indptr = reinterpret_cast<const int*>(workspace.get() + qo_offset);
-    params.kv_indptr = reinterpret_cast<const int*>(workspace.get() + kv_offset);
+  const int64_t block_m = kernel.block_m;
+  std::optional<StreamBuffer> workspace;
+  int64_t max_tiles = 0;  // an upper bound on the tiles the kernel will see
+
+  if (p.layout == Layout::fixed) {
+    // The kernel enumerates the regular tile grid itself: nothing to upload, capturable.
+    max_tiles = p.batch * ((p.q_tokens + block_m - 1) / block_m);
+  } else if (p.indptr_on_host) {
+    if (stream_is_capturing(stream))
+      raise(ErrorKind::value, "the stream is capturing a CUDA graph but qo_indptr and kv_indptr are on the host, so "
+            "the plan would be baked into the graph; pass them on the GPU to capture this call");
+    const std::vector<TsattnTile> tiles = plan_tiles_on_host(p, kernel.block_m);
+    max_tiles = static_cast<int64_t>(tiles.size());
+    if (max_tiles == 0) return;  // no query rows
+    const int num_tiles = static_cast<int>(tiles.size());
+    UploadImage image;
+    const size_t count_offset = image.append(&num_tiles, 1);
+    const size_t tiles_offset = image.append(tiles.data(), tiles.size());
+    const size_t qo_offset = image.append(p.qo_indptr_host.data(), p.qo_indptr_host.size());
+    const size_t kv_offset = image.append(p.kv_indptr_host.data(), p.kv_indptr_host.size());
+    workspace.emplace(image.bytes().size(), stream);
+    // From pageable memory: the driver stages the bytes before returning, so `image` may go.
+    driver::check(cu.cuMemcpyHtoDAsync(workspace->get(), image.bytes().data(), image.bytes().size(), stream),
+                  "uploading the tile list");
+    params.num_tiles = reinterpret_cast<const int*>(workspace->get() + count_offset);
+    params.tiles = reinterpret_cast<const TsattnTile*>(workspace->get() + tiles_offset);
+    params.qo_indptr = reinterpret_cast<const int*>(workspace->get() + qo_offset);
+    params.kv_indptr = reinterpret_cast<const int*>(workspace->get() + kv_offset);
+  } else {
+    // Indptrs on the GPU: the device planner writes the tile list in stream order, without a
+    // host sync, so this call can be captured. Sanitized requests never exceed this bound.
+    max_tiles = std::min<int64_t>((p.q_tokens + block_m - 1) / block_m + p.batch, std::numeric_limits<int>::max());
+    if (kernel.planner == nullptr) raise(ErrorKind::runtime, "kernel {} has no device planner for GPU indptrs", kernel.name);
+    if (max_tiles == 0) return;  // no query rows
+    workspace.emplace(16 + sizeof(TsattnTile) * static_cast<size_t>(max_tiles), stream);
+    params.num_tiles = reinterpret_cast<const int*>(workspace->get());
+    params.tiles = reinterpret_cast<const TsattnTile*>(workspace->get() + 16);
+    auto* tiles_out = const_cast<TsattnTile*>(params.tiles);
+    auto* count_out = const_cast<int*>(params.num_tiles);
+    int capacity = static_cast<int>(max_tiles);
+    void* plan_arguments[] = {&params, &tiles_out, &count_out, &capacity};
+    driver::check(cu.cuLaunchKernel(kernel.planner, 1, 1, 1, 1024, 1, 1, 0, stream, plan_arguments, nullptr),
+                  fmt::format("launching the device planner of {}", kernel.name));
   }
 
-  const int resident = device.multiprocessors * kernel.ctas_per_multiprocessor;
-  const unsigned grid = static_cast<unsigned>(std::min(num_tasks, resident));
+  const int64_t items = max_tiles * p.num_qo_heads;
+  if (items == 0) return;  // no query rows: nothing to write
+  const int64_t resident = int64_t{device.multiprocessors} * kernel.ctas_per_multiprocessor;
+  const auto grid = static_cast<unsigned>(std::min(items, resident));
   void* arguments[] = {&params};
   driver::check(cu.cuLaunchKernel(kernel.function, grid, 1, 1, static_cast<unsigned>(kernel.threads_per_cta), 1, 1,
                                   static_cast<unsigned>(kernel.dynamic_smem_bytes), stream, arguments, nullptr),

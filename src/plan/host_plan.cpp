@@ -13,27 +13,24 @@ int64_t tile_work(const Problem& p, int64_t q_len, int64_t kv_len, int64_t q_til
   return std::max<int64_t>(0, last.last - first.first + 1);
 }
 
-std::vector<TsattnTask> plan_tasks_on_host(const Problem& p, int block_m) {
-  struct Tile {
+std::vector<TsattnTile> plan_tiles_on_host(const Problem& p, int block_m) {
+  struct Weighted {
     int64_t work;
-    int request;
-    int q_tile;
+    TsattnTile tile;
   };
-  std::vector<Tile> tiles;
+  std::vector<Weighted> tiles;
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t q_len = p.q_len(b), kv_len = p.kv_len(b);
     const int64_t count = (q_len + block_m - 1) / block_m;
     for (int64_t t = 0; t < count; ++t)
-      tiles.push_back({tile_work(p, q_len, kv_len, t, block_m), static_cast<int>(b), static_cast<int>(t)});
+      tiles.push_back({tile_work(p, q_len, kv_len, t, block_m), {static_cast<int>(b), static_cast<int>(t)}});
   }
-  // Heaviest first; ties keep request order so equal tiles of one request stay together.
-  std::stable_sort(tiles.begin(), tiles.end(), [](const Tile& a, const Tile& b) { return a.work > b.work; });
-
-  std::vector<TsattnTask> tasks;
-  tasks.reserve(tiles.size() * static_cast<size_t>(p.num_qo_heads));
-  for (const Tile& tile : tiles)
-    for (int head = 0; head < p.num_qo_heads; ++head) tasks.push_back({tile.request, tile.q_tile, head, 1});
-  return tasks;
+  // Heaviest first; ties keep request order.
+  std::stable_sort(tiles.begin(), tiles.end(), [](const Weighted& a, const Weighted& b) { return a.work > b.work; });
+  std::vector<TsattnTile> ordered;
+  ordered.reserve(tiles.size());
+  for (const Weighted& w : tiles) ordered.push_back(w.tile);
+  return ordered;
 }
 
 }  // namespace tsattn

@@ -1,9 +1,8 @@
-// host_plan.hpp - the scheduler's host path: a task list built from host-resident lengths.
+// host_plan.hpp - the scheduler's host path: the tile list built from host-resident lengths.
 //
-// A task is (request, query tile, query head). Tasks are ordered heaviest first (longest
-// processing time first): persistent CTAs take them round-robin, so the long causal tiles start
-// early and short ones fill the tail. Tasks of the query heads that share a kv head stay adjacent,
-// so they run at the same time on neighbouring CTAs and read their K/V tiles from L2.
+// Tiles are ordered heaviest first (longest processing time first): persistent CTAs take their
+// (tile, head) items round-robin, so the long causal tiles start early and short ones fill the
+// tail (prefill_params.h says how items map to tiles and heads).
 #pragma once
 
 #include <cstdint>
@@ -19,8 +18,7 @@ namespace tsattn {
 // whole request. Used only to order tasks.
 int64_t tile_work(const Problem& p, int64_t q_len, int64_t kv_len, int64_t q_tile, int block_m);
 
-// Every (request, tile, head) with at least one query row, heaviest first.
-// Requires p.lengths_on_host().
-std::vector<TsattnTask> plan_tasks_on_host(const Problem& p, int block_m);
+// Every query tile of every request, heaviest first. Requires p.lengths_on_host().
+std::vector<TsattnTile> plan_tiles_on_host(const Problem& p, int block_m);
 
 }  // namespace tsattn

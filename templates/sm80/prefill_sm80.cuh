@@ -4,10 +4,19 @@
 //
 // One CTA = BLOCK_M query rows of one request and one query head at a time; warp w owns rows
 // [w * kRowsPerWarp, (w + 1) * kRowsPerWarp) and sweeps the key tiles that can hold a visible
-// key for any row of the tile. Persistent: CTAs take tasks blockIdx.x, blockIdx.x + gridDim.x,
-// ... from the scheduler's list. Math (SPEC.md): s = q.k in fp32, p = exp2(s * scale_log2 - m),
+// key for any row of the tile. Persistent: CTAs take work items blockIdx.x, blockIdx.x +
+// gridDim.x, ... of the scheduler's list (a query tile and one head each). Math (SPEC.md): s = q.k in fp32, p = exp2(s * scale_log2 - m),
 // running max m and sum l per row in fp32, O in fp32, out = O * output_scale / l; a row that
 // sees no key writes exactly 0.
+//
+// Barriers (all CTA-uniform; every buffer is rewritten only after a barrier that follows its
+// last read):
+//   task start   reduce_tile_range's first barrier: the previous task is done with everything.
+//   head start   one barrier before Q and key tile 0 are loaded for the second head on.
+//   key tile t   cp.async.wait_group 0 + barrier: tile t (and Q) landed for all threads, and
+//                every warp finished tile t - 1, whose stage the prefetch of t + 1 overwrites.
+//                e4m3 inputs: one more barrier after widening tile t into the f16 K/V buffers.
+//   epilogue     warp-local (__syncwarp): a warp stages O over its own Q rows only.
 //
 // Entry point of the generated translation unit (see sm80/config.cuh for the #defines).
 #ifndef TSATTN_SM80_PREFILL_SM80_CUH
@@ -25,7 +34,7 @@
 #error "the generated source must define TSATTN_KERNEL_NAME"
 #endif
 
-static_assert(TSATTN_PARAMS_VERSION == 1, "sm80 kernel written against TsattnPrefillParams v1");
+static_assert(TSATTN_PARAMS_VERSION == 2, "sm80 kernel written against TsattnPrefillParams v2");
 
 // Launch shape, read by the host with cuModuleGetGlobal after loading the module.
 extern "C" __device__ const int tsattn_dynamic_smem_bytes = tsattn_dev::sm80::kSmemBytes;
@@ -324,21 +333,31 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params) {
   const int g = lane / 4;
   const FragmentOffsets frag = fragment_offsets(lane);
 
-  const int num_tasks = *params.num_tasks;
   const int group_size = params.group_size > 0 ? params.group_size : 1;
+  const int heads = max(params.num_qo_heads, 0);
+  // Fixed layout: the implicit tile list (see prefill_params.h); 64-bit so no count overflows.
+  const i64 implicit_per_request = (static_cast<i64>(max(params.q_tokens, 0)) + kBlockM - 1) / kBlockM;
+  const i64 num_tiles = params.tiles ? static_cast<i64>(max(*params.num_tiles, 0))
+                                     : implicit_per_request * max(params.batch, 0);
+  const i64 items = num_tiles * heads;
 
-  for (int t = blockIdx.x; t < num_tasks; t += gridDim.x) {
-    const TsattnTask task = params.tasks[t];
-    // The task list comes from the library's own planner; these checks only make a corrupt
-    // entry do nothing instead of addressing outside the tensors. All uniform over the CTA.
+  for (i64 w = blockIdx.x; w < items; w += gridDim.x) {
+    const i64 tile_index = w / heads;
+    TsattnTile task;
+    if (params.tiles) {
+      task = params.tiles[tile_index];
+    } else {
+      task.request = static_cast<int>(tile_index % params.batch);
+      task.q_tile = static_cast<int>(implicit_per_request - 1 - tile_index / params.batch);
+    }
+    // Tiles come from the library's own planners; these checks only make a corrupt entry do
+    // nothing instead of addressing outside the tensors. All uniform over the CTA.
     if (task.request < 0 || task.request >= params.batch || task.q_tile < 0) continue;
     const int b = task.request;
     const RequestExtent req = request_extent(params, b);
     if (static_cast<i64>(task.q_tile) * kBlockM >= req.q_len) continue;
     const int tile_row0 = task.q_tile * kBlockM;
-    const int head_begin = max(task.qo_head_begin, 0);
-    const i64 head_limit = static_cast<i64>(task.qo_head_begin) + max(task.qo_head_count, 0);
-    const int head_end = head_limit < params.num_qo_heads ? static_cast<int>(head_limit) : params.num_qo_heads;
+    const int head = static_cast<int>(w % heads);
 
     // Key ranges of this thread's rows (rows g and g + 8 of each of its row tiles).
     KeyRange rows[kMTiles][2];
@@ -356,9 +375,7 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params) {
     const int num_key_tiles =
         range.first_key == kEmptyLo ? 0 : (range.last_key - first_tile_key) / kBlockN + 1;
 
-    for (int head = head_begin; head < head_end; ++head) {
-      // The previous head's tiles and O staging are no longer read by any warp.
-      if (head != head_begin) __syncthreads();
+    {  // this item's head: the barrier in reduce_tile_range retired the previous item's buffers
       const int kv_head = head / group_size;
       const char* q_head = static_cast<const char*>(params.q) +
                            token_offset(params.q_batch_stride, params.q_token_stride,

@@ -20,15 +20,12 @@ struct Mirrored {
   HostTensor host;
   DeviceBuffer device;
 
-  void upload() {
-    device = DeviceBuffer(host.bytes);
-    device.upload(host.storage.get(), host.bytes);
-  }
-  // A view of the same elements as `view_of_host` (which points into host), on the device.
+  void allocate_device() { device = DeviceBuffer(host.bytes); }
+  void upload() { device.upload(host.storage.get(), host.bytes); }
+  // The same elements as `view_of_host` (which points into host), on the device.
   Tensor device_view(const Tensor& view_of_host) const {
     Tensor t = view_of_host;
-    t.data = static_cast<std::byte*>(device.data()) +
-             (static_cast<std::byte*>(view_of_host.data) - host.storage.get());
+    t.data = static_cast<std::byte*>(device.data()) + (static_cast<std::byte*>(view_of_host.data) - host.storage.get());
     t.device_type = TSATTN_DEVICE_CUDA;
     t.device_id = 0;
     return t;
@@ -37,7 +34,8 @@ struct Mirrored {
 
 void fill_random(HostTensor& t, std::mt19937_64& rng) {
   const tsattn_dtype dtype = t.tensor.dtype;
-  ref::fill_normal(dtype, t.storage.get(), static_cast<int64_t>(t.bytes) / dtype_size(dtype), ref::input_stddev(dtype), rng);
+  ref::fill_normal(dtype, t.storage.get(), static_cast<int64_t>(t.bytes) / dtype_size(dtype), ref::input_stddev(dtype),
+                   rng);
 }
 
 // Mostly valid inclusive windows, with out-of-range and inverted ones mixed in: the SPEC says
@@ -45,19 +43,26 @@ void fill_random(HostTensor& t, std::mt19937_64& rng) {
 void fill_bounds(int32_t* starts, int32_t* ends, int64_t rows, int32_t kv_len, std::mt19937_64& rng) {
   std::uniform_int_distribution<int> pick(0, 9);
   for (int64_t i = 0; i < rows; ++i) {
-    const int kind = pick(rng);
-    if (kv_len > 0 && kind < 8) {
-      std::uniform_int_distribution<int32_t> first(0, kv_len - 1);
-      const int32_t s = first(rng);
-      std::uniform_int_distribution<int32_t> last(s, kv_len - 1);
+    if (kv_len > 0 && pick(rng) < 8) {
+      const int32_t s = std::uniform_int_distribution<int32_t>(0, kv_len - 1)(rng);
       starts[i] = s;
-      ends[i] = last(rng);
+      ends[i] = std::uniform_int_distribution<int32_t>(s, kv_len - 1)(rng);
     } else {
       std::uniform_int_distribution<int32_t> wild(-5, kv_len + 5);
       starts[i] = wild(rng);
       ends[i] = wild(rng);
     }
   }
+}
+
+// A random split of `total` into `parts` non-negative lengths.
+std::vector<int32_t> random_split(int64_t total, size_t parts, std::mt19937_64& rng) {
+  std::vector<int64_t> cuts{0, total};
+  for (size_t i = 1; i < parts; ++i) cuts.push_back(std::uniform_int_distribution<int64_t>(0, total)(rng));
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<int32_t> lengths;
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) lengths.push_back(static_cast<int32_t>(cuts[i + 1] - cuts[i]));
+  return lengths;
 }
 
 }  // namespace
@@ -73,10 +78,45 @@ std::string AttentionCase::describe() const {
                      fused_qkv ? " fused-qkv" : "", device_indptr ? " gpu-indptr" : "");
 }
 
-CaseOutcome run_attention_case(const AttentionCase& c, std::mt19937_64& rng, CUstream stream) {
+struct PreparedCase::State {
+  AttentionCase c;
+  std::vector<Mirrored> inputs;  // q, k, v, or one fused qkv
+  Tensor q_view, k_view, v_view;  // into inputs' host storage
+  Mirrored out, qo_indptr, kv_indptr, starts, ends;
+  tsattn_prefill_options options{};
+  tsattn_tensor_view starts_view{}, ends_view{};
+
+  int64_t total(const std::vector<int32_t>& lens) const { return std::accumulate(lens.begin(), lens.end(), int64_t{0}); }
+
+  void write_lengths(std::mt19937_64& rng) {
+    int32_t* qo = qo_indptr.host.as<int32_t>();
+    int32_t* kv = kv_indptr.host.as<int32_t>();
+    qo[0] = kv[0] = 0;
+    for (size_t b = 0; b < c.q_lens.size(); ++b) {
+      qo[b + 1] = qo[b] + c.q_lens[b];
+      kv[b + 1] = kv[b] + c.kv_lens[b];
+    }
+    if (c.mask != TSATTN_MASK_VARIABLE_WINDOW) return;
+    const int64_t sq = c.q_lens[0];
+    for (size_t b = 0; b < c.q_lens.size(); ++b) {
+      const int64_t row0 = c.packed ? qo[b] : static_cast<int64_t>(b) * sq;
+      fill_bounds(starts.host.as<int32_t>() + row0, ends.host.as<int32_t>() + row0, c.q_lens[b], c.kv_lens[b], rng);
+    }
+  }
+
+  void upload_all() {
+    for (Mirrored& m : inputs) m.upload();
+    for (Mirrored* m : {&qo_indptr, &kv_indptr}) m->upload();
+    if (c.mask == TSATTN_MASK_VARIABLE_WINDOW)
+      for (Mirrored* m : {&starts, &ends}) m->upload();
+  }
+};
+
+PreparedCase::PreparedCase(const AttentionCase& c, std::mt19937_64& rng) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.c = c;
   const int64_t batch = static_cast<int64_t>(c.q_lens.size());
-  const int64_t total_q = std::accumulate(c.q_lens.begin(), c.q_lens.end(), int64_t{0});
-  const int64_t total_k = std::accumulate(c.kv_lens.begin(), c.kv_lens.end(), int64_t{0});
+  const int64_t total_q = s.total(c.q_lens), total_k = s.total(c.kv_lens);
   const int64_t hq = c.num_qo_heads, hkv = c.num_kv_heads, d = c.head_dim;
   const int64_t sq = c.packed ? 0 : c.q_lens.at(0), sk = c.packed ? 0 : c.kv_lens.at(0);
   auto token_shape = [&](int64_t tokens_packed, int64_t tokens_fixed, int64_t heads) {
@@ -84,120 +124,118 @@ CaseOutcome run_attention_case(const AttentionCase& c, std::mt19937_64& rng, CUs
   };
 
   // Inputs: three tensors, or three head slices of one fused projection.
-  std::vector<Mirrored> inputs;
-  Tensor q_view, k_view, v_view;
   if (c.fused_qkv) {
-    const int64_t heads = hq + 2 * hkv;
-    Mirrored& qkv = inputs.emplace_back();
-    qkv.host = HostTensor(c.input_dtype, token_shape(total_q, sq, heads));
-    fill_random(qkv.host, rng);
+    Mirrored& qkv = s.inputs.emplace_back();
+    qkv.host = HostTensor(c.input_dtype, token_shape(total_q, sq, hq + 2 * hkv));
     const std::vector<int64_t> strides = compact_strides(qkv.host.tensor.shape);
-    const int64_t element = dtype_size(c.input_dtype);
     auto slice = [&](int64_t first_head, int64_t count) {
       Tensor t = qkv.host.tensor;
       t.shape[t.shape.size() - 2] = count;
       t.strides = strides;
-      t.data = qkv.host.storage.get() + first_head * d * element;
+      t.data = qkv.host.storage.get() + first_head * d * dtype_size(c.input_dtype);
       return t;
     };
-    q_view = slice(0, hq);
-    k_view = slice(hq, hkv);
-    v_view = slice(hq + hkv, hkv);
+    s.q_view = slice(0, hq);
+    s.k_view = slice(hq, hkv);
+    s.v_view = slice(hq + hkv, hkv);
   } else {
-    for (auto [view, shape] : {std::pair{&q_view, token_shape(total_q, sq, hq)},
-                               std::pair{&k_view, token_shape(total_k, sk, hkv)},
-                               std::pair{&v_view, token_shape(total_k, sk, hkv)}}) {
-      Mirrored& m = inputs.emplace_back();
+    for (auto [view, shape] : {std::pair{&s.q_view, token_shape(total_q, sq, hq)},
+                               std::pair{&s.k_view, token_shape(total_k, sk, hkv)},
+                               std::pair{&s.v_view, token_shape(total_k, sk, hkv)}}) {
+      Mirrored& m = s.inputs.emplace_back();
       m.host = HostTensor(c.input_dtype, shape);
-      fill_random(m.host, rng);
       *view = m.host.tensor;
     }
   }
-  Mirrored out;
-  out.host = HostTensor(c.output_dtype, token_shape(total_q, sq, hq));
-
-  std::vector<int32_t> qo{0}, kv{0};
-  for (int64_t b = 0; b < batch; ++b) {
-    qo.push_back(qo.back() + c.q_lens[b]);
-    kv.push_back(kv.back() + c.kv_lens[b]);
-  }
-  Mirrored qo_indptr{int32_tensor(qo), {}}, kv_indptr{int32_tensor(kv), {}};
-  Mirrored starts, ends;
+  s.out.host = HostTensor(c.output_dtype, token_shape(total_q, sq, hq));
+  s.qo_indptr.host = HostTensor(TSATTN_DTYPE_INT32, {batch + 1});
+  s.kv_indptr.host = HostTensor(TSATTN_DTYPE_INT32, {batch + 1});
   if (c.mask == TSATTN_MASK_VARIABLE_WINDOW) {
     const std::vector<int64_t> shape = c.packed ? std::vector<int64_t>{total_q} : std::vector<int64_t>{batch, sq};
-    starts.host = HostTensor(TSATTN_DTYPE_INT32, shape);
-    ends.host = HostTensor(TSATTN_DTYPE_INT32, shape);
-    for (int64_t b = 0; b < batch; ++b) {
-      const int64_t row0 = c.packed ? qo[b] : b * sq;
-      fill_bounds(starts.host.as<int32_t>() + row0, ends.host.as<int32_t>() + row0, c.q_lens[b], c.kv_lens[b], rng);
-    }
+    s.starts.host = HostTensor(TSATTN_DTYPE_INT32, shape);
+    s.ends.host = HostTensor(TSATTN_DTYPE_INT32, shape);
   }
+  for (Mirrored& m : s.inputs) m.allocate_device();
+  for (Mirrored* m : {&s.out, &s.qo_indptr, &s.kv_indptr, &s.starts, &s.ends}) m->allocate_device();
 
-  tsattn_prefill_options options;
-  tsattn_prefill_options_init(&options);
-  options.mask_type = c.mask;
-  options.window_left = c.window_left;
-  options.has_sm_scale = c.sm_scale.has_value();
-  options.sm_scale = c.sm_scale.value_or(0.0);
-  options.output_scale = c.output_scale;
+  tsattn_prefill_options_init(&s.options);
+  s.options.mask_type = c.mask;
+  s.options.window_left = c.window_left;
+  s.options.has_sm_scale = c.sm_scale.has_value();
+  s.options.sm_scale = c.sm_scale.value_or(0.0);
+  s.options.output_scale = c.output_scale;
+  refresh(rng, false);
+}
+
+PreparedCase::~PreparedCase() = default;
+
+const AttentionCase& PreparedCase::current() const { return state_->c; }
+
+void PreparedCase::refresh(std::mt19937_64& rng, bool resplit) {
+  State& s = *state_;
+  for (Mirrored& m : s.inputs) fill_random(m.host, rng);
+  if (resplit && s.c.packed) {
+    s.c.q_lens = random_split(s.total(s.c.q_lens), s.c.q_lens.size(), rng);
+    s.c.kv_lens = random_split(s.total(s.c.kv_lens), s.c.kv_lens.size(), rng);
+  }
+  s.write_lengths(rng);
+  s.upload_all();
+}
+
+void PreparedCase::poison_output() { state_->out.device.fill_bytes(0xFF); }  // NaN in all three dtypes
+
+tsattn_status PreparedCase::call(CUstream stream, std::string* message) {
+  State& s = *state_;
+  const Tensor q = s.inputs.front().device_view(s.q_view);
+  const Tensor k = s.inputs[s.c.fused_qkv ? 0 : 1].device_view(s.k_view);
+  const Tensor v = s.inputs[s.c.fused_qkv ? 0 : 2].device_view(s.v_view);
+  const Tensor out = s.out.device_view(s.out.host.tensor);
+  const Tensor qo = s.c.device_indptr ? s.qo_indptr.device_view(s.qo_indptr.host.tensor) : s.qo_indptr.host.tensor;
+  const Tensor kv = s.c.device_indptr ? s.kv_indptr.device_view(s.kv_indptr.host.tensor) : s.kv_indptr.host.tensor;
+  tsattn_prefill_options options = s.options;
   options.stream = stream;
-
-  // The oracle, through the same validation as the library call.
-  std::vector<float> expected;
-  {
-    const tsattn_tensor_view qv = q_view.view(), kvw = k_view.view(), vv = v_view.view(), ov = out.host.tensor.view();
-    const tsattn_tensor_view qo_v = qo_indptr.host.tensor.view(), kv_v = kv_indptr.host.tensor.view();
-    const tsattn_tensor_view sv = starts.host.tensor.view(), ev = ends.host.tensor.view();
-    tsattn_prefill_options host_options = options;
-    if (c.mask == TSATTN_MASK_VARIABLE_WINDOW) {
-      host_options.variable_window_token_starts = &sv;
-      host_options.variable_window_token_ends = &ev;
-    }
-    const Arguments args{&qv, &kvw, &vv, c.packed ? &qo_v : nullptr, c.packed ? &kv_v : nullptr, &host_options, &ov};
-    expected = ref::reference_prefill(validate_arguments(args, Residency::host), ref::Accumulation::fp64);
+  Tensor starts, ends;
+  if (s.c.mask == TSATTN_MASK_VARIABLE_WINDOW) {
+    starts = s.starts.device_view(s.starts.host.tensor);
+    ends = s.ends.device_view(s.ends.host.tensor);
+    s.starts_view = starts.view();
+    s.ends_view = ends.view();
+    options.variable_window_token_starts = &s.starts_view;
+    options.variable_window_token_ends = &s.ends_view;
   }
+  const tsattn_tensor_view qv = q.view(), kvw = k.view(), vv = v.view(), ov = out.view(), qov = qo.view(), kvv = kv.view();
+  const tsattn_status status =
+      tsattn_batch_prefill(&qv, &kvw, &vv, s.c.packed ? &qov : nullptr, s.c.packed ? &kvv : nullptr, &options, &ov);
+  if (message) *message = tsattn_last_error_message();
+  return status;
+}
 
-  // The library call on the GPU.
-  for (Mirrored& m : inputs) m.upload();
-  out.upload();
-  out.device.fill_bytes(0xFF);  // NaN in float16, bfloat16 and float8_e4m3fn alike
-  const Tensor q_dev = inputs.front().device_view(q_view);
-  const Tensor k_dev = inputs[c.fused_qkv ? 0 : 1].device_view(k_view);
-  const Tensor v_dev = inputs[c.fused_qkv ? 0 : 2].device_view(v_view);
-  const Tensor out_dev = out.device_view(out.host.tensor);
-  Tensor qo_t = qo_indptr.host.tensor, kv_t = kv_indptr.host.tensor;
-  if (c.device_indptr) {
-    qo_indptr.upload();
-    kv_indptr.upload();
-    qo_t = qo_indptr.device_view(qo_t);
-    kv_t = kv_indptr.device_view(kv_t);
-  }
-  Tensor starts_dev, ends_dev;
-  tsattn_tensor_view starts_view{}, ends_view{};
-  if (c.mask == TSATTN_MASK_VARIABLE_WINDOW) {
-    starts.upload();
-    ends.upload();
-    starts_dev = starts.device_view(starts.host.tensor);
-    ends_dev = ends.device_view(ends.host.tensor);
-    starts_view = starts_dev.view();
-    ends_view = ends_dev.view();
-    options.variable_window_token_starts = &starts_view;
-    options.variable_window_token_ends = &ends_view;
-  }
-  const tsattn_tensor_view qv = q_dev.view(), kvw = k_dev.view(), vv = v_dev.view(), ov = out_dev.view();
-  const tsattn_tensor_view qo_v = qo_t.view(), kv_v = kv_t.view();
-
-  CaseOutcome outcome;
-  outcome.status =
-      tsattn_batch_prefill(&qv, &kvw, &vv, c.packed ? &qo_v : nullptr, c.packed ? &kv_v : nullptr, &options, &ov);
-  outcome.message = tsattn_last_error_message();
-  if (stream) driver::check(driver::api().cuStreamSynchronize(stream), "cuStreamSynchronize");
+ref::Comparison PreparedCase::check() {
+  State& s = *state_;
   synchronize_device();
-  if (outcome.status != TSATTN_OK) return outcome;
+  // The oracle, through the same validation as the library call, on the host copies.
+  const tsattn_tensor_view qv = s.q_view.view(), kvw = s.k_view.view(), vv = s.v_view.view(),
+                           ov = s.out.host.tensor.view(), qov = s.qo_indptr.host.tensor.view(),
+                           kvv = s.kv_indptr.host.tensor.view(), sv = s.starts.host.tensor.view(),
+                           ev = s.ends.host.tensor.view();
+  tsattn_prefill_options host_options = s.options;
+  if (s.c.mask == TSATTN_MASK_VARIABLE_WINDOW) {
+    host_options.variable_window_token_starts = &sv;
+    host_options.variable_window_token_ends = &ev;
+  }
+  const Arguments args{&qv, &kvw, &vv, s.c.packed ? &qov : nullptr, s.c.packed ? &kvv : nullptr, &host_options, &ov};
+  const std::vector<float> expected = ref::reference_prefill(validate_arguments(args, Residency::host));
+  s.out.device.download(s.out.host.storage.get(), s.out.host.bytes);
+  return ref::compare_output(s.c.output_dtype, s.out.host.storage.get(), expected, s.c.num_qo_heads, s.c.head_dim,
+                             ref::tolerance_for(s.c.input_dtype, s.c.output_dtype));
+}
 
-  out.device.download(out.host.storage.get(), out.host.bytes);
-  outcome.comparison = ref::compare_output(c.output_dtype, out.host.storage.get(), expected, c.num_qo_heads,
-                                           c.head_dim, ref::tolerance_for(c.input_dtype, c.output_dtype));
+CaseOutcome run_attention_case(const AttentionCase& c, std::mt19937_64& rng, CUstream stream) {
+  PreparedCase prepared(c, rng);
+  prepared.poison_output();
+  CaseOutcome outcome;
+  outcome.status = prepared.call(stream, &outcome.message);
+  if (outcome.status == TSATTN_OK) outcome.comparison = prepared.check();
   return outcome;
 }
 

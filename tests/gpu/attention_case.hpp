@@ -1,4 +1,4 @@
-// attention_case.hpp - one batch_prefill call on the GPU checked against the CPU oracle.
+// attention_case.hpp - batch_prefill calls on the GPU checked against the CPU oracle.
 //
 // Fresh random inputs (0.2*randn, 0.125*randn for fp8) on every run, `out` poisoned with NaN
 // bytes first, every element checked for being written, errors measured against the fp64
@@ -8,6 +8,7 @@
 #include <tsattn/tsattn.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -28,6 +29,7 @@ struct AttentionCase {
   int head_dim = 128;
   tsattn_dtype input_dtype = TSATTN_DTYPE_BFLOAT16;
   tsattn_dtype output_dtype = TSATTN_DTYPE_BFLOAT16;
+  // The variable-window mask draws its bounds at random, some out of range or inverted on purpose.
   tsattn_mask_type mask = TSATTN_MASK_DENSE;
   int64_t window_left = -1;
   std::optional<double> sm_scale;
@@ -36,7 +38,6 @@ struct AttentionCase {
   bool fused_qkv = false;
   // Packed layout: hand the indptrs over in device memory instead of host memory.
   bool device_indptr = false;
-  // The variable-window mask draws its bounds at random, some out of range or inverted on purpose.
 
   std::string describe() const;
 };
@@ -47,6 +48,30 @@ struct CaseOutcome {
   ref::Comparison comparison;
 
   bool passed() const { return status == TSATTN_OK && comparison.passed(); }
+};
+
+// One case's tensors on the host (for the oracle) and on the device (for tsattn), reusable
+// across calls: graph tests capture call() once and replay it after refresh().
+class PreparedCase {
+ public:
+  PreparedCase(const AttentionCase& c, std::mt19937_64& rng);
+  ~PreparedCase();
+  PreparedCase(const PreparedCase&) = delete;
+  PreparedCase& operator=(const PreparedCase&) = delete;
+
+  // New random inputs uploaded in place; with resplit (packed layout), new request lengths with
+  // the same totals (and new variable-window bounds), written into the same indptr storage.
+  void refresh(std::mt19937_64& rng, bool resplit);
+  void poison_output();
+  // The library call on `stream` (nullptr: legacy default stream); does not synchronize.
+  tsattn_status call(CUstream stream, std::string* message);
+  // Synchronizes, downloads out and compares it with the oracle for the current inputs.
+  ref::Comparison check();
+  const AttentionCase& current() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 // Runs c once on `stream` (nullptr: legacy default stream) and compares with the oracle.

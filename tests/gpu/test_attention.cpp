@@ -119,6 +119,7 @@ TEST_SUITE("gpu/attention") {
     for (int i = 0; i < 500; ++i) {
       AttentionCase c;
       c.packed = uniform(0, 1) == 1;
+      c.device_indptr = c.packed && uniform(0, 1) == 1;
       const int masks = uniform(0, 3);
       c.mask = masks == 0 ? TSATTN_MASK_DENSE : (masks == 3 ? TSATTN_MASK_VARIABLE_WINDOW : TSATTN_MASK_CAUSAL);
       if (masks == 2) c.window_left = uniform(1, 600);
@@ -191,6 +192,112 @@ TEST_SUITE("gpu/attention") {
       check_case(a, rng, summary);
     }
     MESSAGE(summary.text());
+  }
+
+  TEST_CASE("packed layout with indptrs on the GPU: the device planner") {
+    TSATTN_REQUIRE_GPU();
+    std::mt19937_64 rng(test_seed());
+    ErrorSummary summary;
+    for (tsattn_mask_type mask : {TSATTN_MASK_DENSE, TSATTN_MASK_CAUSAL, TSATTN_MASK_VARIABLE_WINDOW})
+      for (int head_dim : {128, 256}) {
+        AttentionCase c;
+        c.packed = true;
+        c.device_indptr = true;
+        c.q_lens = {300, 0, 1, 129, 0};
+        c.kv_lens = {1000, 5, 1, 129, 0};
+        c.mask = mask;
+        c.head_dim = head_dim;
+        c.num_qo_heads = 6;
+        c.num_kv_heads = 2;
+        check_case(c, rng, summary);
+        c.window_left = mask == TSATTN_MASK_CAUSAL ? 100 : -1;
+        if (mask == TSATTN_MASK_CAUSAL) check_case(c, rng, summary);
+      }
+    MESSAGE(summary.text());
+  }
+
+  TEST_CASE("CUDA graph capture with GPU indptrs, replayed with new lengths and inputs") {
+    TSATTN_REQUIRE_GPU();
+    std::mt19937_64 rng(test_seed());
+    const driver::Api& cu = driver::api();
+    for (tsattn_mask_type mask : {TSATTN_MASK_DENSE, TSATTN_MASK_VARIABLE_WINDOW}) {
+      AttentionCase c;
+      c.packed = true;
+      c.device_indptr = true;
+      c.q_lens = {200, 0, 333, 17};
+      c.kv_lens = {100, 400, 300, 0};
+      c.mask = mask;
+      c.num_qo_heads = 8;
+      c.num_kv_heads = 2;
+      PreparedCase prepared(c, rng);
+      Stream stream;
+      CUgraph graph = nullptr;
+      CUgraphExec exec = nullptr;
+      std::string message;
+      driver::check(cu.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+      const tsattn_status status = prepared.call(stream.get(), &message);
+      driver::check(cu.cuStreamEndCapture(stream.get(), &graph), "cuStreamEndCapture");
+      INFO(message);
+      REQUIRE(status == TSATTN_OK);
+      driver::check(cu.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
+      for (int replay = 0; replay < 3; ++replay) {
+        if (replay > 0) prepared.refresh(rng, /*resplit=*/true);
+        prepared.poison_output();
+        driver::check(cu.cuGraphLaunch(exec, stream.get()), "cuGraphLaunch");
+        stream.synchronize();
+        const ref::Comparison cmp = prepared.check();
+        INFO(prepared.current().describe(), " replay ", replay);
+        INFO(cmp.first_problem);
+        CHECK(cmp.passed());
+      }
+      cu.cuGraphExecDestroy(exec);
+      cu.cuGraphDestroy(graph);
+    }
+  }
+
+  TEST_CASE("CUDA graph capture of the fixed layout; host indptrs are refused while capturing") {
+    TSATTN_REQUIRE_GPU();
+    std::mt19937_64 rng(test_seed());
+    const driver::Api& cu = driver::api();
+    AttentionCase fixed;
+    fixed.q_lens = {129, 129};
+    fixed.kv_lens = {300, 300};
+    fixed.mask = TSATTN_MASK_CAUSAL;
+    PreparedCase prepared(fixed, rng);
+    Stream stream;
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    std::string message;
+    driver::check(cu.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+    const tsattn_status status = prepared.call(stream.get(), &message);
+    driver::check(cu.cuStreamEndCapture(stream.get(), &graph), "cuStreamEndCapture");
+    INFO(message);
+    REQUIRE(status == TSATTN_OK);
+    driver::check(cu.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
+    for (int replay = 0; replay < 2; ++replay) {
+      if (replay > 0) prepared.refresh(rng, false);
+      prepared.poison_output();
+      driver::check(cu.cuGraphLaunch(exec, stream.get()), "cuGraphLaunch");
+      stream.synchronize();
+      const ref::Comparison cmp = prepared.check();
+      INFO(cmp.first_problem);
+      CHECK(cmp.passed());
+    }
+    cu.cuGraphExecDestroy(exec);
+    cu.cuGraphDestroy(graph);
+
+    AttentionCase host_indptr;
+    host_indptr.packed = true;
+    host_indptr.q_lens = {10, 20};
+    host_indptr.kv_lens = {10, 20};
+    PreparedCase refused(host_indptr, rng);
+    driver::check(cu.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+    const tsattn_status refused_status = refused.call(stream.get(), &message);
+    CUgraph empty = nullptr;
+    driver::check(cu.cuStreamEndCapture(stream.get(), &empty), "cuStreamEndCapture");
+    if (empty) cu.cuGraphDestroy(empty);
+    CHECK(refused_status == TSATTN_ERROR_VALUE);
+    CHECK(message.find("capturing") != std::string::npos);
   }
 }
 

@@ -17,6 +17,7 @@ namespace tsattn::driver {
 
 struct LoadedKernel {
   CUfunction function = nullptr;
+  CUfunction planner = nullptr;  // tsattn_plan_tiles, in packed-layout modules only
   std::string name;  // canonical kernel name, for errors
   int dynamic_smem_bytes = 0;
   int threads_per_cta = 0;

@@ -1,0 +1,92 @@
+"""The checks only Python can do (Python types, names, scalar ranges), SPEC's exception types.
+
+Everything about shapes, devices, values, strides and overlap is the C library's job.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import NamedTuple, Optional
+
+import torch
+
+from ._views import ATTENTION_DTYPES, DTYPE_CODES, DTYPE_UNSET
+
+MASK_TYPES = ("dense", "causal", "variable_window")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class Scalars(NamedTuple):
+    mask_type: str
+    window_left: int
+    sm_scale: Optional[float]
+    output_scale: float
+    out_dtype_code: int  # DTYPE_UNSET: resolve from out, else from q
+
+
+def _is_bool(value) -> bool:
+    return isinstance(value, bool) or type(value).__name__ in ("bool_", "bool")  # numpy.bool_
+
+
+def check_tensor(value, name: str, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, torch.Tensor):
+        wanted = "a torch.Tensor or None" if optional else "a torch.Tensor"
+        raise TypeError(f"{name} must be {wanted} (got {type(value).__module__}.{type(value).__qualname__})")
+
+
+def _real_scalar(value, name: str) -> float:
+    if _is_bool(value) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real scalar (int or float, not bool) (got {type(value).__name__}: {value!r})")
+    try:
+        return float(value)
+    except OverflowError:
+        text = str(value)
+        text = text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
+        raise ValueError(f"{name}={text} is too large for a float") from None
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype, out) -> Scalars:
+    if not isinstance(mask_type, str):
+        raise TypeError(f"mask_type must be a str, one of {', '.join(MASK_TYPES)} (got {type(mask_type).__name__}: {mask_type!r})")
+    if mask_type not in MASK_TYPES:
+        raise ValueError(f"mask_type={mask_type!r} is not one of {', '.join(repr(m) for m in MASK_TYPES)}")
+
+    if _is_bool(window_left) or not isinstance(window_left, numbers.Integral):
+        raise TypeError(f"window_left must be an int (got {type(window_left).__name__}: {window_left!r})")
+    window = int(window_left)
+    if not _INT64_MIN <= window <= _INT64_MAX:
+        raise ValueError(f"window_left={window} does not fit in int64")
+
+    scale = None if sm_scale is None else _real_scalar(sm_scale, "sm_scale")
+    out_scale = _real_scalar(output_scale, "output_scale")
+
+    code = DTYPE_UNSET
+    if out_dtype is not None:
+        if not isinstance(out_dtype, torch.dtype):
+            raise TypeError(f"out_dtype must be a torch.dtype or None (got {type(out_dtype).__name__}: {out_dtype!r})")
+        if out_dtype not in ATTENTION_DTYPES:
+            raise NotImplementedError(
+                f"out_dtype={_dtype_name(out_dtype)} is not supported; supported: "
+                + ", ".join(_dtype_name(d) for d in ATTENTION_DTYPES)
+            )
+        if out is not None and out.dtype != out_dtype:
+            raise ValueError(f"out_dtype={_dtype_name(out_dtype)} differs from out.dtype={_dtype_name(out.dtype)}")
+        code = DTYPE_CODES[out_dtype]
+    return Scalars(mask_type, window, scale, out_scale, code)
+
+
+def check_arguments(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, starts, ends, sm_scale,
+                    output_scale, out_dtype, out) -> Scalars:
+    for value, name in ((q, "q"), (k, "k"), (v, "v")):
+        check_tensor(value, name, optional=False)
+    for value, name in ((qo_indptr, "qo_indptr"), (kv_indptr, "kv_indptr"),
+                        (starts, "variable_window_token_starts"), (ends, "variable_window_token_ends"),
+                        (out, "out")):
+        check_tensor(value, name, optional=True)
+    return check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype, out)

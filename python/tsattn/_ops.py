@@ -1,0 +1,80 @@
+"""torch.library custom ops, so torch.compile(fullgraph=True) traces batch_prefill as one node.
+
+- ``tsattn::batch_prefill`` (functional): allocates and returns out. Fake: an empty tensor of q's
+  shape and the resolved dtype on q's device.
+- ``tsattn::batch_prefill_out`` (mutates ``out``, returns nothing): the ``out=`` form; the Python
+  wrapper returns ``out``. Under torch.compile it is functionalized like any mutating op.
+
+``out_dtype`` travels as the C ABI's dtype code (0: not given -> q's dtype), which every torch 2.x
+custom-op schema can carry. With torch < 2.4 (no ``torch.library.custom_op``) ``AVAILABLE`` is False
+and batch_prefill calls the library directly (eager only).
+
+No ``from __future__ import annotations`` here: custom_op reads real annotation objects.
+"""
+
+from typing import Optional
+
+import torch
+
+from . import _call
+from ._views import CODE_DTYPES, DTYPE_UNSET
+
+AVAILABLE = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_fake")
+
+
+def resolve_dtype(q: torch.Tensor, out_dtype_code: int) -> torch.dtype:
+    return q.dtype if out_dtype_code == DTYPE_UNSET else CODE_DTYPES[out_dtype_code]
+
+
+def batch_prefill_eager(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, starts, ends, sm_scale,
+                        output_scale, out_dtype_code, out):
+    """The op bodies (and the path without custom ops): allocate out if needed, call the library."""
+    if out is None:
+        out = torch.empty(q.shape, dtype=resolve_dtype(q, out_dtype_code), device=q.device)
+    _call.run(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, starts, ends, sm_scale, output_scale,
+              out_dtype_code, out)
+    return out
+
+
+functional = None  # torch.ops.tsattn.batch_prefill once registered
+mutating = None  # torch.ops.tsattn.batch_prefill_out
+
+if AVAILABLE:
+
+    def _functional(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qo_indptr: Optional[torch.Tensor],
+                    kv_indptr: Optional[torch.Tensor], mask_type: str, window_left: int,
+                    variable_window_token_starts: Optional[torch.Tensor],
+                    variable_window_token_ends: Optional[torch.Tensor], sm_scale: Optional[float],
+                    output_scale: float, out_dtype: int) -> torch.Tensor:
+        return batch_prefill_eager(q, k, v, qo_indptr, kv_indptr, mask_type, window_left,
+                                   variable_window_token_starts, variable_window_token_ends, sm_scale,
+                                   output_scale, out_dtype, None)
+
+    def _functional_fake(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, variable_window_token_starts,
+                         variable_window_token_ends, sm_scale, output_scale, out_dtype):
+        return torch.empty(q.shape, dtype=resolve_dtype(q, out_dtype), device=q.device)
+
+    def _mutating(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qo_indptr: Optional[torch.Tensor],
+                  kv_indptr: Optional[torch.Tensor], mask_type: str, window_left: int,
+                  variable_window_token_starts: Optional[torch.Tensor],
+                  variable_window_token_ends: Optional[torch.Tensor], sm_scale: Optional[float],
+                  output_scale: float, out_dtype: int, out: torch.Tensor) -> None:
+        batch_prefill_eager(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, variable_window_token_starts,
+                            variable_window_token_ends, sm_scale, output_scale, out_dtype, out)
+
+    def _mutating_fake(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, variable_window_token_starts,
+                       variable_window_token_ends, sm_scale, output_scale, out_dtype, out):
+        return None
+
+    def _register(name, fn, fake, mutates):
+        try:
+            op = torch.library.custom_op(name, mutates_args=mutates)(fn)
+            op.register_fake(fake)
+        except RuntimeError:
+            # Already registered by another copy of this package in the process: reuse it.
+            namespace, op_name = name.split("::")
+            return getattr(getattr(torch.ops, namespace), op_name).default
+        return getattr(torch.ops.tsattn, name.split("::")[1]).default
+
+    functional = _register("tsattn::batch_prefill", _functional, _functional_fake, ())
+    mutating = _register("tsattn::batch_prefill_out", _mutating, _mutating_fake, ("out",))

@@ -1,0 +1,68 @@
+"""Library-level helpers: version, kernel-cache counters, ahead-of-time compilation."""
+
+from __future__ import annotations
+
+import ctypes
+import numbers
+import os
+from typing import Dict, Optional, Sequence, Union
+
+from . import _library
+
+
+def library_version() -> str:
+    """tsattn_version_string() of the loaded libtsattn ("MAJOR.MINOR.PATCH")."""
+    return _library.library().tsattn_version_string().decode()
+
+
+def library_path() -> str:
+    """Where libtsattn was loaded from."""
+    return _library.library_path()
+
+
+def cache_info() -> Dict[str, int]:
+    """This process's kernel-cache counters (tsattn_get_cache_stats) as a dict of ints."""
+    fn = _library.function("tsattn_get_cache_stats")
+    stats = _library.CacheStats()
+    stats.struct_size = ctypes.sizeof(_library.CacheStats)
+    _library.check(fn(ctypes.byref(stats)))
+    return {name: int(getattr(stats, name)) for name in _library.CACHE_STAT_FIELDS}
+
+
+def precompile(
+    manifest_path: Union[str, "os.PathLike[str]"],
+    archs: Union[str, Sequence[str]] = "sm_90a",
+    out_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+    jobs: int = 0,
+) -> Dict[str, int]:
+    """Compiles every kernel of a manifest (cache/manifests/*.json) for ``archs`` into ``out_dir``
+    (None: the user cache). Needs no GPU. Returns ``dict(compiled=, cached=, failed=)``.
+    ValueError for a bad manifest or arch list, RuntimeError if a kernel failed to compile.
+    """
+    if not isinstance(manifest_path, (str, os.PathLike)):
+        raise TypeError(f"manifest_path must be a str or os.PathLike (got {type(manifest_path).__name__})")
+    if isinstance(archs, str):
+        arch_text = archs
+    elif isinstance(archs, Sequence) and all(isinstance(a, str) for a in archs):
+        arch_text = ",".join(archs)
+    else:
+        raise TypeError(f"archs must be a str or a sequence of str (got {archs!r})")
+    if out_dir is not None and not isinstance(out_dir, (str, os.PathLike)):
+        raise TypeError(f"out_dir must be a str, os.PathLike or None (got {type(out_dir).__name__})")
+    if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral):
+        raise TypeError(f"jobs must be an int (got {type(jobs).__name__}: {jobs!r})")
+    if not -(2**31) <= int(jobs) < 2**31:
+        raise ValueError(f"jobs={jobs} does not fit in int32")
+    fn = _library.function("tsattn_precompile")
+    compiled, cached, failed = ctypes.c_int64(0), ctypes.c_int64(0), ctypes.c_int64(0)
+    status = fn(
+        os.fsencode(manifest_path),
+        arch_text.encode(),
+        None if out_dir is None else os.fsencode(out_dir),
+        int(jobs),
+        ctypes.byref(compiled),
+        ctypes.byref(cached),
+        ctypes.byref(failed),
+    )
+    _library.check(status)
+    return {"compiled": compiled.value, "cached": cached.value, "failed": failed.value}

@@ -1,0 +1,162 @@
+// test_specs.cpp - the table of truth and what derives from it: names, ids, sources, manifests,
+// and NVRTC compiling every kernel in the table with zero spills and no serialization notes.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <tsattn/tsattn.hpp>
+
+#include <fmt/format.h>
+
+#include "codegen/embedded_templates.hpp"
+#include "codegen/kernel_source.hpp"
+#include "codegen/manifest.hpp"
+#include "codegen/spec_table.hpp"
+#include "jit/nvrtc/compiler.hpp"
+
+namespace tsattn::test {
+namespace {
+
+std::vector<KernelSpec> every_spec() {
+  std::vector<KernelSpec> specs;
+  for (const FamilyAxes& family : kernel_families())
+    for (Arch arch : family.archs)
+      for (const KernelSpec& spec : all_specs(family.family, arch)) specs.push_back(spec);
+  return specs;
+}
+
+TEST_SUITE("codegen/specs") {
+  TEST_CASE("every spec has a unique id, canonical name and C symbol") {
+    std::set<uint32_t> ids;
+    std::set<std::string> names;
+    for (const KernelSpec& spec : every_spec()) {
+      CAPTURE(canonical_name(spec));
+      CHECK(is_supported(spec));
+      CHECK(ids.insert(spec.id()).second);
+      CHECK(names.insert(canonical_name(spec)).second);
+      const std::string symbol = kernel_symbol(spec);
+      CHECK(symbol.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos);
+      const TileConfig tile = tile_config(spec);
+      CHECK(tile.block_m > 0);
+    }
+    // 2 head dims x 3 x 3 dtype pairs x 4 masks x 2 layouts, on 4 archs.
+    CHECK(names.size() == 4 * 144);
+  }
+
+  TEST_CASE("canonical names read back into their parts") {
+    const KernelSpec spec{KernelFamily::sm80, Arch::sm_90a, MaskVariant::causal_window, 256,
+                          TSATTN_DTYPE_FLOAT8_E4M3FN, TSATTN_DTYPE_BFLOAT16, Layout::packed};
+    CHECK(canonical_name(spec) == "prefill.sm80.sm_90a.d256.e4m3_bf16.causal_win.packed");
+    CHECK(kernel_symbol(spec) == "prefill_sm80_sm_90a_d256_e4m3_bf16_causal_win_packed");
+    CHECK(parse_mask_variant("causal_win") == MaskVariant::causal_window);
+    CHECK(parse_arch("sm_90a") == Arch::sm_90a);
+    CHECK_FALSE(parse_arch("sm_90").has_value());
+    CHECK(arch_for_compute_capability(9) == Arch::sm_90a);
+    CHECK(arch_for_compute_capability(8) == Arch::sm_80);
+    CHECK_FALSE(arch_for_compute_capability(7).has_value());
+  }
+
+  TEST_CASE("generated sources pin the spec and include only embedded templates") {
+    KernelSpec spec;
+    spec.layout = Layout::packed;
+    spec.mask = MaskVariant::variable_window;
+    const GeneratedSource source = generate_source(spec);
+    CHECK(source.text.find("#define TSATTN_MASK 2") != std::string::npos);
+    CHECK(source.text.find("#define TSATTN_PACKED 1") != std::string::npos);
+    CHECK(source.text.find("plan/device_plan.cuh") != std::string::npos);
+    spec.layout = Layout::fixed;
+    CHECK(generate_source(spec).text.find("plan/device_plan.cuh") == std::string::npos);
+    std::set<std::string> embedded;
+    for (const EmbeddedFile& f : embedded_templates()) embedded.insert(std::string(f.name));
+    CHECK(embedded.count("sm80/prefill_sm80.cuh") == 1);
+    CHECK(embedded.count("prefill_params.h") == 1);
+    spec.family = KernelFamily::sm90a;
+    CHECK_THROWS_AS(generate_source(spec), Error);
+  }
+
+  TEST_CASE("manifests expand against the table, with path-qualified errors") {
+    const std::vector<Arch> hopper{Arch::sm_90a};
+    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/all.json", hopper).size() == 144);
+    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", hopper).size() == 144);
+    const nlohmann::json narrow = {{"schema", 1},
+                                   {"kernels",
+                                    {{{"family", "sm80"},
+                                      {"head_dim", {128}},
+                                      {"input_dtype", {"bf16", "f16"}},
+                                      {"output_dtype", "bf16"},
+                                      {"mask", {"causal", "causal_win"}},
+                                      {"exclude", {{{"input_dtype", "f16"}, {"mask", "causal_win"}}}}}}}};
+    CHECK(expand_manifest(narrow, hopper, "m.json").size() == 2 * 2 * 2 - 2);
+    CHECK(expand_manifest(narrow, {Arch::sm_90a, Arch::sm_80}, "m.json").size() == 12);
+    auto error_of = [&](nlohmann::json manifest) {
+      try {
+        expand_manifest(manifest, hopper, "m.json");
+      } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::value);
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    };
+    nlohmann::json bad = narrow;
+    bad["kernels"][0]["head_dim"] = {128, 96};
+    CHECK(error_of(bad) == "m.json.kernels[0].head_dim[1]: 96 is not supported (supported: 128, 256)");
+    bad = narrow;
+    bad["kernels"][0]["colour"] = "red";
+    CHECK(error_of(bad).find("m.json.kernels[0]: unknown key \"colour\"") == 0);
+    bad = narrow;
+    bad["schema"] = 2;
+    CHECK(error_of(bad).find("m.json.schema: must be 1") == 0);
+    bad = narrow;
+    bad["kernels"][0]["mask"] = "sliding";
+    CHECK(error_of(bad).find("m.json.kernels[0].mask: \"sliding\" is not supported") == 0);
+    CHECK_THROWS_WITH_AS(parse_arch_list("sm_90a,sm_75"), doctest::Contains("sm_75"), Error);
+  }
+
+  TEST_CASE("NVRTC compiles every spec in the table: no spills, no serialization notes") {
+    // Two archs of the table are compiled (Ampere's sm_80 and Hopper's sm_90a); sm_100/sm_120
+    // cubins share their source and are covered by the same templates.
+    std::vector<KernelSpec> specs;
+    for (const KernelSpec& spec : every_spec())
+      if (spec.arch == Arch::sm_80 || spec.arch == Arch::sm_90a) specs.push_back(spec);
+    std::vector<nvrtc::NvrtcHeader> headers;
+    for (const EmbeddedFile& f : embedded_templates()) headers.push_back({std::string(f.name), f.text});
+    std::atomic<size_t> next{0};
+    std::mutex mutex;
+    std::vector<std::string> problems;
+    int max_registers = 0;
+    auto worker = [&] {
+      for (size_t i = next++; i < specs.size(); i = next++) {
+        const GeneratedSource source = generate_source(specs[i]);
+        std::string problem;
+        int registers = 0;
+        try {
+          const nvrtc::CompileResult r =
+              nvrtc::compile_to_cubin({source.name, source.text, headers, arch_name(specs[i].arch), {}});
+          registers = r.ptxas.registers;
+          if (r.ptxas.spill_store_bytes || r.ptxas.spill_load_bytes || r.ptxas.stack_frame_bytes)
+            problem = fmt::format("{}: spills {}+{} bytes, stack {}", source.name, r.ptxas.spill_store_bytes,
+                                  r.ptxas.spill_load_bytes, r.ptxas.stack_frame_bytes);
+          if (!r.ptxas.serialization_notes.empty())
+            problem = fmt::format("{}: {}", source.name, r.ptxas.serialization_notes.front());
+        } catch (const Error& e) {
+          problem = e.what();
+        }
+        std::lock_guard lock(mutex);
+        max_registers = std::max(max_registers, registers);
+        if (!problem.empty()) problems.push_back(problem);
+      }
+    };
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t) threads.emplace_back(worker);
+    for (std::thread& t : threads) t.join();
+    MESSAGE(specs.size(), " kernels compiled; at most ", max_registers, " registers");
+    for (const std::string& p : problems) FAIL_CHECK(p);
+    CHECK(problems.empty());
+  }
+}
+
+}  // namespace
+}  // namespace tsattn::test

@@ -1,0 +1,231 @@
+"""No-GPU tests of the package itself: import without the library, discovery, signature, version,
+custom-op registration, fake tensors and torch.compile tracing, and the wheel build."""
+
+import ast
+import inspect
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+import tsattn
+from tsattn import _library, _ops
+
+from support import FP8, LIBRARY_MISSING, REPO, needs_library
+
+# The SPEC's signature block, used when shared/SPEC.md is not beside the checkout.
+SPEC_SIGNATURE = '''batch_prefill(q, k, v, *, qo_indptr=None, kv_indptr=None,
+              mask_type="dense",            # "dense" | "causal" | "variable_window"
+              window_left=-1,
+              variable_window_token_starts=None, variable_window_token_ends=None,
+              sm_scale=None, output_scale=1.0, out_dtype=None, out=None) -> torch.Tensor'''
+
+
+def _spec_signature_text() -> str:
+    for spec in (REPO.parent / "shared" / "SPEC.md", REPO / "shared" / "SPEC.md"):
+        if spec.is_file():
+            text = spec.read_text()
+            m = re.search(r"## Python signature.*?```\n(.*?)```", text, re.S)
+            assert m, f"{spec}: no signature block under '## Python signature'"
+            return m.group(1).strip()
+    return SPEC_SIGNATURE
+
+
+def _signature_from_text(text: str) -> inspect.Signature:
+    text = re.sub(r"#[^\n]*", "", text)
+    namespace = {"torch": torch}
+    exec(f"def {text}:\n    pass\n", namespace)  # noqa: S102 - the SPEC's own text
+    return inspect.signature(namespace["batch_prefill"])
+
+
+def _env_for_subprocess(**extra):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(tsattn.__file__).parent.parent), env.get("PYTHONPATH", "")])
+    env.update(extra)
+    return env
+
+
+def test_import_works_without_the_library(tmp_path):
+    bogus = tmp_path / "nowhere" / "libtsattn.so"
+    code = (
+        "import tsattn, torch\n"
+        "print(tsattn.__version__)\n"
+        "try:\n"
+        "    tsattn.batch_prefill(torch.zeros(1, 1, 1, 128), torch.zeros(1, 1, 1, 128), torch.zeros(1, 1, 1, 128))\n"
+        "except RuntimeError as e:\n"
+        "    print('RuntimeError:', e)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], env=_env_for_subprocess(TSATTN_LIBRARY=str(bogus)),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "0.1.0"
+    assert "RuntimeError:" in r.stdout and str(bogus) in r.stdout and "TSATTN_LIBRARY" in r.stdout
+
+
+def test_missing_library_error_names_every_place(monkeypatch):
+    monkeypatch.delenv("TSATTN_LIBRARY", raising=False)
+    monkeypatch.setattr(_library, "_loaded", None)  # restored afterwards
+    places = [("next to the package", "/opt/pkg/tsattn/lib/libtsattn.so*"),
+              ("repository build tree", "/opt/checkout/build/libtsattn.so"),
+              ('ctypes.util.find_library("tsattn")', None)]
+    monkeypatch.setattr(_library, "search_locations", lambda: iter(places))
+    with pytest.raises(RuntimeError) as info:
+        tsattn.library_version()
+    text = str(info.value)
+    for needle in ("$TSATTN_LIBRARY (not set)", "/opt/pkg/tsattn/lib/libtsattn.so*", "/opt/checkout/build/libtsattn.so",
+                   "find_library"):
+        assert needle in text, text
+    with pytest.raises(RuntimeError, match="libtsattn.so was not found"):
+        tsattn.cache_info()
+
+
+def test_unloadable_file_is_reported(monkeypatch, tmp_path):
+    fake = tmp_path / "libtsattn.so"
+    fake.write_bytes(b"not an ELF file")
+    monkeypatch.setenv("TSATTN_LIBRARY", str(fake))
+    monkeypatch.setattr(_library, "_loaded", None)
+    with pytest.raises(RuntimeError, match=re.escape(str(fake))):
+        tsattn.library_version()
+
+
+def test_search_order():
+    places = list(_library.search_locations())
+    descriptions = [d for d, _ in places]
+    first = {d: descriptions.index(d) for d in reversed(descriptions)}
+    assert first["next to the package"] < first["repository build tree"] < first['ctypes.util.find_library("tsattn")']
+    if os.environ.get("TSATTN_TEST_INSTALLED") != "1":
+        assert dict(places)["repository build tree"] == str(REPO / "build" / "libtsattn.so")
+
+
+def test_signature_matches_spec():
+    spec = _signature_from_text(_spec_signature_text())
+    actual = inspect.signature(tsattn.batch_prefill)
+    simple = [(p.name, p.kind, p.default) for p in spec.parameters.values()]
+    assert [(p.name, p.kind, p.default) for p in actual.parameters.values()] == simple
+    assert [p.name for p in actual.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD] == ["q", "k", "v"]
+    assert all(p.kind is p.KEYWORD_ONLY for p in list(actual.parameters.values())[3:])
+
+
+def test_embedded_signature_is_the_spec():
+    assert _signature_from_text(SPEC_SIGNATURE) == _signature_from_text(_spec_signature_text())
+
+
+def test_version_and_exports():
+    assert tsattn.__version__ == "0.1.0"
+    pyproject = (Path(tsattn.__file__).parent.parent / "pyproject.toml")
+    if pyproject.is_file():
+        assert re.search(r'^version = "0\.1\.0"$', pyproject.read_text(), re.M)
+    for name in ("batch_prefill", "cache_info", "precompile", "library_version", "library_path"):
+        assert callable(getattr(tsattn, name))
+
+
+@needs_library
+def test_library_version_matches_package():
+    assert tsattn.library_version() == tsattn.__version__
+    assert _library.library().tsattn_abi_version() == _library.ABI_VERSION
+
+
+@pytest.mark.skipif(not _ops.AVAILABLE, reason="skipped: torch.library.custom_op needs torch >= 2.4")
+def test_custom_ops_registered():
+    schema = str(torch.ops.tsattn.batch_prefill.default._schema)
+    assert schema.startswith("tsattn::batch_prefill(Tensor q, Tensor k, Tensor v, Tensor? qo_indptr, Tensor? kv_indptr,")
+    assert "float? sm_scale" in schema and schema.endswith("-> Tensor")
+    out_schema = str(torch.ops.tsattn.batch_prefill_out.default._schema)
+    assert "Tensor(a12!) out" in out_schema and out_schema.endswith("-> ()")
+
+
+@pytest.mark.skipif(not _ops.AVAILABLE, reason="skipped: torch.library.custom_op needs torch >= 2.4")
+def test_fake_tensors_give_shape_and_resolved_dtype():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q = torch.empty(2, 5, 4, 128, dtype=torch.float16)
+        k = torch.empty(2, 7, 2, 128, dtype=torch.float16)
+        o = tsattn.batch_prefill(q, k, k)
+        assert o.shape == q.shape and o.dtype == torch.float16
+        o = tsattn.batch_prefill(q, k, k, out_dtype=torch.bfloat16, mask_type="causal", window_left=3)
+        assert o.shape == q.shape and o.dtype == torch.bfloat16
+        if FP8 is not None:
+            o = tsattn.batch_prefill(q.to(FP8), k.to(FP8), k.to(FP8), out_dtype=torch.float16)
+            assert o.dtype == torch.float16
+        qp = torch.empty(9, 4, 256, dtype=torch.bfloat16)
+        kp = torch.empty(11, 1, 256, dtype=torch.bfloat16)
+        ind = torch.empty(3, dtype=torch.int32)
+        o = tsattn.batch_prefill(qp, kp, kp, qo_indptr=ind, kv_indptr=ind)
+        assert o.shape == qp.shape and o.dtype == torch.bfloat16
+        out = torch.empty(2, 5, 4, 128, dtype=torch.bfloat16)
+        assert tsattn.batch_prefill(q, k, k, out=out) is out
+
+
+@pytest.mark.skipif(not _ops.AVAILABLE, reason="skipped: torch.library.custom_op needs torch >= 2.4")
+def test_compile_fullgraph_traces_one_op_node():
+    """Traced on CPU: fullgraph=True fails on any graph break. Running the graph then reaches the
+    library, which rejects CPU tensors (or is missing): that error proves the real op ran."""
+    torch._dynamo.reset()
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def block(x, w, out):
+        qkv = (x @ w).view(1, 4, 4, 128)
+        q, k, v = qkv[:, :, :2], qkv[:, :, 2:3], qkv[:, :, 3:]
+        o = tsattn.batch_prefill(q, k, v, mask_type="causal", window_left=2, sm_scale=0.1, out_dtype=torch.bfloat16)
+        tsattn.batch_prefill(q, k, v, out=out)
+        return o.float().sum() + out.float().sum()
+
+    compiled = torch.compile(block, backend=capture, fullgraph=True)
+    x = torch.randn(4, 16, dtype=torch.float16)
+    w = torch.randn(16, 512, dtype=torch.float16)
+    out = torch.empty(1, 4, 2, 128, dtype=torch.float16)
+    expected = RuntimeError if LIBRARY_MISSING else ValueError
+    with pytest.raises(expected):
+        compiled(x, w, out)
+    assert len(graphs) == 1
+    code = graphs[0].code
+    assert code.count("torch.ops.tsattn.batch_prefill.default(") == 1, code
+    assert code.count("torch.ops.tsattn.batch_prefill_out.default(") == 1, code
+    assert "'causal', 2, None, None, 0.1, 1.0, 2)" in code, code
+
+
+@pytest.mark.skipif(not _ops.AVAILABLE, reason="skipped: torch.library.custom_op needs torch >= 2.4")
+def test_compile_aot_eager_uses_fake_impl():
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda q: tsattn.batch_prefill(q, q, q, mask_type="causal") * 2,
+                             backend="aot_eager", fullgraph=True)
+    expected = RuntimeError if LIBRARY_MISSING else ValueError
+    with pytest.raises(expected, match="libtsattn" if LIBRARY_MISSING else "q must be a CUDA tensor"):
+        compiled(torch.zeros(1, 3, 2, 128, dtype=torch.float16))
+
+
+def test_wheel_builds_without_a_compiler(tmp_path):
+    pytest.importorskip("setuptools")
+    src = Path(tsattn.__file__).parent.parent
+    if not (src / "pyproject.toml").is_file():
+        pytest.skip("skipped: tsattn is not running from a source tree with pyproject.toml")
+    work = tmp_path / "src"
+    shutil.copytree(src, work, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "lib"))
+    env = dict(os.environ, CC="/nonexistent/cc", CXX="/nonexistent/c++")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w",
+                        str(tmp_path / "dist"), str(work)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wheels = list((tmp_path / "dist").glob("tsattn-0.1.0-py3-none-any.whl"))
+    assert wheels, r.stdout
+    names = set(zipfile.ZipFile(wheels[0]).namelist())
+    for module in ("__init__", "_api", "_args", "_call", "_library", "_ops", "_tools", "_views"):
+        assert f"tsattn/{module}.py" in names
+    metadata = zipfile.ZipFile(wheels[0]).read("tsattn-0.1.0.dist-info/METADATA").decode()
+    assert "Requires-Dist: torch>=2.0" in metadata and "Requires-Python: >=3.9" in metadata
+
+
+def test_modules_parse_as_python39():
+    """No syntax newer than requires-python (3.9): match statements, X | Y annotations at runtime, ..."""
+    for path in Path(tsattn.__file__).parent.glob("*.py"):
+        ast.parse(path.read_text(), filename=str(path), feature_version=(3, 9))

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# gpu_check.sh - every GPU check in one run, for the lent H200 (or any CUDA machine).
+#
+# Builds nothing: it runs what `tools/gpu_prepare.sh` built and precompiled on a machine without a
+# GPU (carry build/ to the GPU machine). Results go under $OUT (default: gpu-results/), a short
+# table last on stdout.
+#   usage: tools/gpu_check.sh [step ...]   steps: env tests sanitizer demo python bench (default: all but bench)
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${OUT:-$repo/gpu-results}"
+mkdir -p "$out"
+cd "$repo"
+export PYTHONUNBUFFERED=1
+# Serve the kernels precompiled here; anything missing still JIT-compiles into a fresh user cache.
+export TSATTN_CACHE_RO_PATH="$repo/build/aot-cache"
+export TSATTN_CACHE_DIR="${TMPDIR:-/tmp}/tsattn-user-cache"
+steps=("$@")
+[[ ${#steps[@]} -eq 0 ]] && steps=(env tests sanitizer demo python)
+summary=()
+
+run_step() {  # name, log file, command...
+  local name=$1 log=$2
+  shift 2
+  local start=$SECONDS
+  "$@" >"$out/$log" 2>&1
+  local rc=$?
+  summary+=("$(printf '%-10s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - start))" "$log")")
+  tail -n 4 "$out/$log"
+}
+
+for step in "${steps[@]}"; do
+  case "$step" in
+    env)
+      run_step env env.log bash -c 'nvidia-smi; build/tsattn --version; build/tsattn env' ;;
+    tests)
+      run_step tests tests.log build/tsattn_tests --duration=true ;;
+    sanitizer)
+      # A representative subset under memcheck and racecheck (the full matrix is too slow there).
+      run_step memcheck memcheck.log compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/tsattn_tests -ts='gpu/attention' -tc='strided*,a side stream*'
+      run_step racecheck racecheck.log compute-sanitizer --tool racecheck --error-exitcode 9 \
+        build/tsattn_tests -ts='gpu/attention' -tc='strided*' ;;
+    demo)
+      for preset in llama3-8b gemma-window ragged; do
+        run_step "run:$preset" "run_$preset.log" build/tsattn run --preset "$preset"
+      done ;;
+    python)
+      run_step python python.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
+        python3 -m pytest -q tests/python ;;
+    bench)
+      run_step bench bench.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
+        python3 tools/bench.py --out "$out" ;;
+    *) echo "unknown step $step" >&2; exit 2 ;;
+  esac
+done
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
