@@ -33,7 +33,7 @@ for step in "${steps[@]}"; do
     env)
       run_step env env.log bash -c 'nvidia-smi; build/tsattn --version; build/tsattn env' ;;
     tests)
-      run_step tests tests.log build/tsattn_tests --duration=true ;;
+      run_step tests tests.log timeout 480 build/tsattn_tests -ts='gpu*' ;;
     sanitizer)
       # A representative subset under memcheck and racecheck (the full matrix is too slow there).
       run_step memcheck memcheck.log compute-sanitizer --tool memcheck --error-exitcode 9 \
