@@ -188,6 +188,18 @@ int run_demo(const RunOptions& options) {
   cu.cuEventDestroy(stop);
   std::sort(times.begin(), times.end());
   const double median_ms = times[times.size() / 2];
+
+  // Host cost of a call whose kernel is loaded: the call itself only (it queues work and returns).
+  std::vector<double> host_us;
+  for (int i = 0; i < 200; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    host_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (i % 50 == 49) driver::check(cu.cuCtxSynchronize(), "host-cost calls");  // keep the queue short
+  }
+  std::sort(host_us.begin(), host_us.end());
+  fmt::print("host cost per call (kernel loaded): median {:.1f} us, p90 {:.1f} us over {} calls\n",
+             host_us[host_us.size() / 2], host_us[host_us.size() * 9 / 10], host_us.size());
   const double flops = 4.0 * preset.hq * preset.head_dim * static_cast<double>(problem.visible_pairs());
   fmt::print("time: median {:.3f} ms over {} calls (min {:.3f}): {:.1f} TFLOP/s (4*Hq*D*visible pairs)\n", median_ms,
              times.size(), times.front(), flops / (median_ms * 1e-3) / 1e12);

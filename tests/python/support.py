@@ -162,8 +162,11 @@ def assert_close_to_reference(actual: torch.Tensor, expected: torch.Tensor, in_d
                              f"max abs err {float((a - e).abs().max()):.4g}")
     norm = float(e.norm())
     if norm > 0:
+        # Plus what rounding the reference itself to the output dtype costs: for fp8 outputs
+        # among e4m3's subnormals (|x| < 2^-6) that alone is ~10% of the norm (as in src/ref/compare).
+        floor = float((e.to(actual.dtype).float() - e).norm()) / norm
         rel = float((a - e).norm()) / norm
-        assert rel <= relnorm, f"{what}: relative norm error {rel:.4g} > {relnorm}"
+        assert rel <= relnorm + floor, f"{what}: relative norm error {rel:.4g} > {relnorm} + {floor:.3g} (rounding)"
 
 
 def indptr(lengths: Sequence[int], device="cpu") -> torch.Tensor:

@@ -10,23 +10,25 @@ namespace tsattn::driver {
 
 namespace {
 
-using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
-
 struct Loaded {
   Api api;
   std::string failure;  // empty on success
 };
 
+// Each entry point is bound by its exact ABI symbol, the name cuda.h maps the function to
+// (cuMemAlloc -> cuMemAlloc_v2, ...): the one whose prototype Api's member was declared with,
+// just as linking against libcuda would bind it. cuGetProcAddress(name, CUDA_VERSION) is not
+// used because it returns the newest variant of a name, whose prototype can differ (with CUDA
+// 13.0 headers, "cuCtxGetDevice" gives the two-argument cuCtxGetDevice_v2).
+#define TSATTN_SYMBOL_TEXT(name) #name
+#define TSATTN_ABI_SYMBOL(name) TSATTN_SYMBOL_TEXT(name)
+
 template <class Fn>
-bool resolve(GetProcAddress get_proc, const char* symbol, Fn& fn, std::string& failure) {
-  void* pointer = nullptr;
-  CUdriverProcAddressQueryResult status{};
-  const CUresult result = get_proc(symbol, &pointer, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status);
-  if (result != CUDA_SUCCESS || pointer == nullptr || status != CU_GET_PROC_ADDRESS_SUCCESS) {
-    failure = fmt::format("the CUDA driver has no usable {} (cuGetProcAddress result {}, status {}); a driver "
-                          "for CUDA {}.{} or newer is needed",
-                          symbol, static_cast<int>(result), static_cast<int>(status), CUDA_VERSION / 1000,
-                          CUDA_VERSION % 1000 / 10);
+bool resolve(void* handle, const char* symbol, Fn& fn, std::string& failure) {
+  void* pointer = dlsym(handle, symbol);
+  if (pointer == nullptr) {
+    failure = fmt::format("the CUDA driver has no {}; a driver for CUDA {}.{} or newer is needed", symbol,
+                          CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
     return false;
   }
   fn = reinterpret_cast<Fn>(pointer);
@@ -42,15 +44,10 @@ Loaded load() {
     loaded.failure = fmt::format("no CUDA driver: libcuda.so.1 could not be loaded ({})", why ? why : "unknown");
     return loaded;
   }
-  auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(handle, "cuGetProcAddress_v2"));
-  if (get_proc == nullptr) {
-    loaded.failure = "the CUDA driver is too old: libcuda.so.1 has no cuGetProcAddress_v2";
-    return loaded;
-  }
   Api& a = loaded.api;
   std::string& f = loaded.failure;
 #define TSATTN_RESOLVE_DRIVER_FUNCTION(name) \
-  if (!resolve(get_proc, #name, a.name, f)) return loaded;
+  if (!resolve(handle, TSATTN_ABI_SYMBOL(name), a.name, f)) return loaded;
   TSATTN_DRIVER_FUNCTIONS(TSATTN_RESOLVE_DRIVER_FUNCTION)
 #undef TSATTN_RESOLVE_DRIVER_FUNCTION
   const CUresult init = a.cuInit(0);

@@ -1,8 +1,8 @@
 // driver_api.hpp - the CUDA Driver API, opened at run time with dlopen.
 //
 // libtsattn never links libcuda: every binary starts on a machine without a GPU and
-// reports a clear RuntimeError there when device work is asked for. Entry points are
-// resolved through cuGetProcAddress at the CUDA version this library was built against.
+// reports a clear RuntimeError there when device work is asked for. Entry points are bound by
+// their exact ABI symbols (driver_api.cpp says why).
 #pragma once
 
 #include <cuda.h>
