@@ -36,9 +36,9 @@ for step in "${steps[@]}"; do
       run_step tests tests.log timeout 480 build/tsattn_tests -ts='gpu*' ;;
     sanitizer)
       # A representative subset under memcheck and racecheck (the full matrix is too slow there).
-      run_step memcheck memcheck.log compute-sanitizer --tool memcheck --error-exitcode 9 \
-        build/tsattn_tests -ts='gpu/attention' -tc='strided*,a side stream*'
-      run_step racecheck racecheck.log compute-sanitizer --tool racecheck --error-exitcode 9 \
+      run_step memcheck memcheck.log timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/tsattn_tests -ts='gpu/attention' -tc='strided*,a side stream*,packed layout with indptrs on the GPU*'
+      run_step racecheck racecheck.log timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 \
         build/tsattn_tests -ts='gpu/attention' -tc='strided*' ;;
     demo)
       for preset in llama3-8b gemma-window ragged; do
@@ -49,7 +49,7 @@ for step in "${steps[@]}"; do
         python3 -m pytest -q tests/python ;;
     bench)
       run_step bench bench.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
-        python3 tools/bench.py --out "$out" ;;
+        python3 tools/bench.py --quick --out "$out/bench" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
 done

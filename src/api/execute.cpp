@@ -93,7 +93,7 @@ void execute(const Problem& p) {
     std::shared_ptr<const jit::CompiledKernel> compiled = jit::KernelCache::process().get(spec);
     logf(LogLevel::info, "kernel {} comes from: {}", compiled->name, jit::kernel_origin_name(compiled->origin));
     // The kernel cache keeps every CompiledKernel alive, so the span stays valid.
-    return driver::ModuleSource{compiled->name, compiled->symbol, compiled->cubin};
+    return driver::ModuleSource{compiled->name, compiled->symbol, compiled->cubin, spec.layout == Layout::packed};
   });
 
   TsattnPrefillParams params = make_kernel_params(p);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 namespace tsattn {
 
@@ -24,16 +25,21 @@ constexpr std::array<FamilyAxes, 1> kFamilies{{
 struct TileRow {
   KernelFamily family;
   int head_dim;
+  std::optional<Arch> arch;  // nullopt: every arch without a row of its own
   TileConfig tile;
 };
 
-// sm80 tiles (measured with ptxas for sm_80 and sm_90a; templates/sm80/config.cuh has the
-// shared-memory layout). D128: 128 query rows x 64 keys with 8 warps (16 rows each); 4 warps
-// (32 rows each) spill ~56 bytes. D256: 128 x 32 with 8 warps: 132 KB of shared memory fits
-// A100 and Hopper (128 x 64 needs 198 KB, Hopper only) and stays spill-free at <= 250 registers.
-constexpr std::array<TileRow, 2> kTiles{{
-    {KernelFamily::sm80, 128, {128, 64, 8}},
-    {KernelFamily::sm80, 256, {128, 32, 8}},
+// sm80 tiles (registers and spills measured with ptxas for sm_80 and sm_90a;
+// templates/sm80/config.cuh has the shared-memory layout). 8 warps of 16 query rows each.
+// D128: 128 x 64 (100 KB of shared memory) fits every GPU from sm_80 on; 4 warps of 32 rows
+// spill ~56 bytes. Hopper has 227 KB, so there 128 x 128 (160 KB, <= 236 registers) halves the
+// key-loop barriers. D256: 128 x 32 (132 KB) fits A100 and Hopper; on Hopper 128 x 64 (198 KB,
+// <= 252 registers, no spills) halves the key steps.
+constexpr std::array<TileRow, 4> kTiles{{
+    {KernelFamily::sm80, 128, Arch::sm_90a, {128, 128, 8}},
+    {KernelFamily::sm80, 128, std::nullopt, {128, 64, 8}},
+    {KernelFamily::sm80, 256, Arch::sm_90a, {128, 64, 8}},
+    {KernelFamily::sm80, 256, std::nullopt, {128, 32, 8}},
 }};
 
 constexpr bool tiles_are_consistent() {
@@ -84,7 +90,8 @@ std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch) {
 
 TileConfig tile_config(const KernelSpec& spec) {
   for (const TileRow& row : kTiles)
-    if (row.family == spec.family && row.head_dim == spec.head_dim) return row.tile;
+    if (row.family == spec.family && row.head_dim == spec.head_dim && (!row.arch || *row.arch == spec.arch))
+      return row.tile;
   return {0, 0, 0};
 }
 

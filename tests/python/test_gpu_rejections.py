@@ -97,7 +97,7 @@ CASES = [  # arguments are built lazily: no CUDA tensor at collection time
     ("packed_indptr_2d", lambda: _packed(qo_indptr=i32([[0, 5, 20]]), kv_indptr=i32([[0, 4, 24]])), ValueError,
      ["qo_indptr must be 1-D"]),
     ("packed_indptrs_on_different_devices", lambda: _packed(kv_indptr=i32([0, 4, 24], device="cuda")), ValueError,
-     ["both on the host or both on the GPU"]),
+     ["must both be on the host or both on the GPU"]),
     ("packed_causal_request_sq_gt_sk", lambda: _packed(mask_type="causal"), ValueError, ["request 0 has Sq=5 > Sk=4"]),
     ("packed_only_one_indptr", lambda: _packed(kv_indptr=None), ValueError, ["must be given together"]),
     ("packed_bounds_fixed_shape", lambda: _packed(mask_type="variable_window",

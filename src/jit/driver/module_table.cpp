@@ -56,9 +56,9 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
   try {
     check(cu.cuModuleGetFunction(&kernel->function, module, source.symbol.c_str()),
           fmt::format("kernel {}: cuModuleGetFunction({})", source.name, source.symbol));
-    // The device planner exists only in packed-layout modules: not found is not an error.
-    const CUresult planner = cu.cuModuleGetFunction(&kernel->planner, module, "tsattn_plan_tiles");
-    if (planner != CUDA_ERROR_NOT_FOUND) check(planner, fmt::format("kernel {}: cuModuleGetFunction(tsattn_plan_tiles)", source.name));
+    if (source.has_planner)
+      check(cu.cuModuleGetFunction(&kernel->planner, module, "tsattn_plan_tiles"),
+            fmt::format("kernel {}: cuModuleGetFunction(tsattn_plan_tiles)", source.name));
     kernel->dynamic_smem_bytes = read_module_int(module, "tsattn_dynamic_smem_bytes", source.name);
     kernel->threads_per_cta = read_module_int(module, "tsattn_threads_per_cta", source.name);
     kernel->block_m = read_module_int(module, "tsattn_block_m", source.name);

@@ -30,6 +30,7 @@ struct ModuleSource {
   std::string name;
   std::string symbol;
   std::span<const uint8_t> cubin;
+  bool has_planner = false;  // the module also defines tsattn_plan_tiles (packed layouts)
 };
 
 // The kernel `key` in `context` (which must be current), loading it on first use from the
