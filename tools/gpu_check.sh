@@ -2,8 +2,9 @@
 # gpu_check.sh - every GPU check in one run, for the lent H200 (or any CUDA machine).
 #
 # Builds nothing: it runs what `tools/gpu_prepare.sh` built and precompiled on a machine without a
-# GPU (carry build/ to the GPU machine). Results go under $OUT (default: gpu-results/), a short
-# table last on stdout.
+# GPU (carry build/ to the GPU machine). Results go under $OUT (default: gpu-results/): one log
+# per step (steps.log holds them all, in order, for tools that bring back few files), bench/ for
+# the benchmark, and a short table last on stdout.
 #   usage: tools/gpu_check.sh [step ...]   steps: env tests sanitizer demo python bench (default: all but bench)
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,6 +26,7 @@ run_step() {  # name, log file, command...
   "$@" >"$out/$log" 2>&1
   local rc=$?
   summary+=("$(printf '%-10s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - start))" "$log")")
+  { echo "===== $name ($log) rc=$rc"; cat "$out/$log"; } >>"$out/steps.log"
   tail -n 4 "$out/$log"
 }
 
