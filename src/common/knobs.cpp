@@ -16,6 +16,7 @@
 #include <tsattn/tsattn.hpp>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 extern "C" char** environ;
 
@@ -203,6 +204,12 @@ std::string knob_text(Knob knob) {
     case enumeration: return knob_string(knob);
   }
   return {};
+}
+
+void warn_about_unknown_variables() {
+  for (const std::string& name : unknown_tsattn_variables())
+    warn_once("knobs.unknown:" + name,
+              fmt::format("{} is set but is not a tsattn variable (`tsattn env` lists them); it has no effect", name));
 }
 
 std::vector<std::string> unknown_tsattn_variables() {

@@ -63,6 +63,10 @@ std::string knob_text(Knob knob);
 // TSATTN_* names in the environment that the table does not know (typos, removed knobs), sorted.
 std::vector<std::string> unknown_tsattn_variables();
 
+// Warns once per process (through the log) about every TSATTN_* variable the table does not
+// know: a misspelt variable silently doing nothing is a classic deployment bug.
+void warn_about_unknown_variables();
+
 // "NAME=value\n" for every key-affecting knob, in table order, from resolved values: the
 // environment's contribution to the cache key.
 std::string cache_key_environment();

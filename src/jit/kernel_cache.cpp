@@ -57,7 +57,10 @@ KernelCache::KernelCache(DiskCacheConfig disk_config, bool jit_enabled)
     : disk_(std::move(disk_config)), jit_enabled_(jit_enabled) {}
 
 KernelCache& KernelCache::process() {
-  static KernelCache cache(DiskCache::config_from_environment(), !knob_bool(Knob::disable_jit));
+  static KernelCache cache = [] {
+    warn_about_unknown_variables();
+    return KernelCache(DiskCache::config_from_environment(), !knob_bool(Knob::disable_jit));
+  }();
   return cache;
 }
 
