@@ -39,7 +39,7 @@ for step in "${steps[@]}"; do
     sanitizer)
       # A representative subset under memcheck and racecheck (the full matrix is too slow there).
       run_step memcheck memcheck.log timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        build/tsattn_tests -ts='gpu/attention' -tc='strided*,a side stream*,packed layout with indptrs on the GPU*'
+        build/tsattn_tests -ts='gpu/attention' -tc='strided*,a side stream*,packed layout with indptrs on the GPU*,malformed*'
       run_step racecheck racecheck.log timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 \
         build/tsattn_tests -ts='gpu/attention' -tc='strided*' ;;
     demo)

@@ -182,6 +182,11 @@ void PreparedCase::refresh(std::mt19937_64& rng, bool resplit) {
   s.upload_all();
 }
 
+void PreparedCase::write_device_indptrs(const std::vector<int32_t>& qo, const std::vector<int32_t>& kv) {
+  state_->qo_indptr.device.upload(qo.data(), qo.size() * sizeof(int32_t));
+  state_->kv_indptr.device.upload(kv.data(), kv.size() * sizeof(int32_t));
+}
+
 void PreparedCase::poison_output() { state_->out.device.fill_bytes(0xFF); }  // NaN in all three dtypes
 
 tsattn_status PreparedCase::call(CUstream stream, std::string* message) {

@@ -63,6 +63,9 @@ class PreparedCase {
   // the same totals (and new variable-window bounds), written into the same indptr storage.
   void refresh(std::mt19937_64& rng, bool resplit);
   void poison_output();
+  // Overwrites the device copies of the indptrs (B+1 values each) behind the library's back, as
+  // a caller could under graph capture where nothing is validated on the host.
+  void write_device_indptrs(const std::vector<int32_t>& qo, const std::vector<int32_t>& kv);
   // The library call on `stream` (nullptr: legacy default stream); does not synchronize.
   tsattn_status call(CUstream stream, std::string* message);
   // Synchronizes, downloads out and compares it with the oracle for the current inputs.

@@ -216,6 +216,39 @@ TEST_SUITE("gpu/attention") {
     MESSAGE(summary.text());
   }
 
+  TEST_CASE("malformed GPU indptrs stay inside the tensors") {
+    // Nothing validates device-resident indptrs (that would need a host sync): the planner and
+    // the kernel clamp every value, so garbage may give garbage rows but never a fault. Run this
+    // under compute-sanitizer memcheck to see that no access leaves q, k, v or out.
+    TSATTN_REQUIRE_GPU();
+    std::mt19937_64 rng(test_seed());
+    for (tsattn_mask_type mask : {TSATTN_MASK_DENSE, TSATTN_MASK_CAUSAL, TSATTN_MASK_VARIABLE_WINDOW}) {
+      AttentionCase c;
+      c.packed = true;
+      c.device_indptr = true;
+      c.q_lens = {100, 50, 30, 20};
+      c.kv_lens = {60, 60, 60, 20};
+      c.mask = mask;
+      PreparedCase prepared(c, rng);
+      const std::vector<std::vector<int32_t>> garbage = {
+          {0, 500, 10, -7, 200}, {5, 4, 3, 2, 1}, {-100, 0, 2147483647, 40, 200}, {0, 0, 0, 0, 1000000}};
+      for (const auto& values : garbage) {
+        prepared.write_device_indptrs(values, values);
+        std::string message;
+        CHECK(prepared.call(nullptr, &message) == TSATTN_OK);
+        synchronize_device();  // throws if the kernel faulted
+      }
+      // The context is intact and valid calls after the garbage are right.
+      prepared.refresh(rng, false);
+      prepared.poison_output();
+      std::string message;
+      REQUIRE(prepared.call(nullptr, &message) == TSATTN_OK);
+      const ref::Comparison cmp = prepared.check();
+      INFO(cmp.first_problem);
+      CHECK(cmp.passed());
+    }
+  }
+
   TEST_CASE("CUDA graph capture with GPU indptrs, replayed with new lengths and inputs") {
     TSATTN_REQUIRE_GPU();
     std::mt19937_64 rng(test_seed());
