@@ -73,6 +73,34 @@ std::vector<Lengths> matrix_lengths(bool packed) {
           {{64, 0, 33}, {0, 40, 33}, false}};
 }
 
+// Captures prepared.call() on `stream` into a graph, then replays it `replays` times, each time
+// with fresh inputs (and, with resplit, new request lengths) written in place, checking every replay.
+void check_graph_replays(PreparedCase& prepared, std::mt19937_64& rng, int replays, bool resplit) {
+  const driver::Api& cu = driver::api();
+  Stream stream;
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  std::string message;
+  driver::check(cu.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+  const tsattn_status status = prepared.call(stream.get(), &message);
+  driver::check(cu.cuStreamEndCapture(stream.get(), &graph), "cuStreamEndCapture");
+  INFO(message);
+  REQUIRE(status == TSATTN_OK);
+  driver::check(cu.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
+  for (int replay = 0; replay < replays; ++replay) {
+    if (replay > 0) prepared.refresh(rng, resplit);
+    prepared.poison_output();
+    driver::check(cu.cuGraphLaunch(exec, stream.get()), "cuGraphLaunch");
+    stream.synchronize();
+    const ref::Comparison cmp = prepared.check();
+    INFO(prepared.current().describe(), " replay ", replay);
+    INFO(cmp.first_problem);
+    CHECK(cmp.passed());
+  }
+  cu.cuGraphExecDestroy(exec);
+  cu.cuGraphDestroy(graph);
+}
+
 TEST_SUITE("gpu/attention") {
   TEST_CASE("matrix: layouts x masks x head dims x dtypes x GQA ratios x odd lengths") {
     TSATTN_REQUIRE_GPU();
@@ -252,7 +280,6 @@ TEST_SUITE("gpu/attention") {
   TEST_CASE("CUDA graph capture with GPU indptrs, replayed with new lengths and inputs") {
     TSATTN_REQUIRE_GPU();
     std::mt19937_64 rng(test_seed());
-    const driver::Api& cu = driver::api();
     for (tsattn_mask_type mask : {TSATTN_MASK_DENSE, TSATTN_MASK_VARIABLE_WINDOW}) {
       AttentionCase c;
       c.packed = true;
@@ -263,28 +290,7 @@ TEST_SUITE("gpu/attention") {
       c.num_qo_heads = 8;
       c.num_kv_heads = 2;
       PreparedCase prepared(c, rng);
-      Stream stream;
-      CUgraph graph = nullptr;
-      CUgraphExec exec = nullptr;
-      std::string message;
-      driver::check(cu.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-      const tsattn_status status = prepared.call(stream.get(), &message);
-      driver::check(cu.cuStreamEndCapture(stream.get(), &graph), "cuStreamEndCapture");
-      INFO(message);
-      REQUIRE(status == TSATTN_OK);
-      driver::check(cu.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
-      for (int replay = 0; replay < 3; ++replay) {
-        if (replay > 0) prepared.refresh(rng, /*resplit=*/true);
-        prepared.poison_output();
-        driver::check(cu.cuGraphLaunch(exec, stream.get()), "cuGraphLaunch");
-        stream.synchronize();
-        const ref::Comparison cmp = prepared.check();
-        INFO(prepared.current().describe(), " replay ", replay);
-        INFO(cmp.first_problem);
-        CHECK(cmp.passed());
-      }
-      cu.cuGraphExecDestroy(exec);
-      cu.cuGraphDestroy(graph);
+      check_graph_replays(prepared, rng, 3, /*resplit=*/true);
     }
   }
 
@@ -297,33 +303,15 @@ TEST_SUITE("gpu/attention") {
     fixed.kv_lens = {300, 300};
     fixed.mask = TSATTN_MASK_CAUSAL;
     PreparedCase prepared(fixed, rng);
-    Stream stream;
-    CUgraph graph = nullptr;
-    CUgraphExec exec = nullptr;
-    std::string message;
-    driver::check(cu.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-    const tsattn_status status = prepared.call(stream.get(), &message);
-    driver::check(cu.cuStreamEndCapture(stream.get(), &graph), "cuStreamEndCapture");
-    INFO(message);
-    REQUIRE(status == TSATTN_OK);
-    driver::check(cu.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
-    for (int replay = 0; replay < 2; ++replay) {
-      if (replay > 0) prepared.refresh(rng, false);
-      prepared.poison_output();
-      driver::check(cu.cuGraphLaunch(exec, stream.get()), "cuGraphLaunch");
-      stream.synchronize();
-      const ref::Comparison cmp = prepared.check();
-      INFO(cmp.first_problem);
-      CHECK(cmp.passed());
-    }
-    cu.cuGraphExecDestroy(exec);
-    cu.cuGraphDestroy(graph);
+    check_graph_replays(prepared, rng, 2, /*resplit=*/false);
 
     AttentionCase host_indptr;
     host_indptr.packed = true;
     host_indptr.q_lens = {10, 20};
     host_indptr.kv_lens = {10, 20};
     PreparedCase refused(host_indptr, rng);
+    Stream stream;
+    std::string message;
     driver::check(cu.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
     const tsattn_status refused_status = refused.call(stream.get(), &message);
     CUgraph empty = nullptr;
