@@ -1,6 +1,7 @@
 #include "api/validate.hpp"
 
 #include <cmath>
+#include <numbers>
 #include <limits>
 #include <optional>
 
@@ -93,7 +94,12 @@ CheckedOptions check_options(const tsattn_prefill_options* options) {
           has_starts ? "variable_window_token_starts" : "variable_window_token_ends",
           mask_name(options->mask_type));
 
-  if (options->has_sm_scale) checked.sm_scale = check_scale(options->sm_scale, "sm_scale");
+  if (options->has_sm_scale) {
+    checked.sm_scale = check_scale(options->sm_scale, "sm_scale");
+    // Kernels scale scores by sm_scale * log2(e) (they use exp2): that product must stay finite.
+    if (!std::isfinite(static_cast<float>(*checked.sm_scale * std::numbers::log2e)))
+      raise(ErrorKind::value, "sm_scale={} is too large: sm_scale * log2(e) overflows float32", options->sm_scale);
+  }
   checked.output_scale = check_scale(options->output_scale, "output_scale");
 
   if (options->out_dtype != TSATTN_DTYPE_UNSET && !is_attention_dtype(options->out_dtype))
