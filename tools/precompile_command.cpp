@@ -11,6 +11,7 @@
 #include "codegen/manifest.hpp"
 #include "common/knobs.hpp"
 #include "jit/precompile.hpp"
+#include "tools/exit_codes.hpp"
 
 namespace tsattn::tools {
 
@@ -32,11 +33,11 @@ int run_precompile(const PrecompileOptions& options) {
     specs = load_manifest(options.manifest, parse_arch_list(options.archs));
   } catch (const Error& e) {
     fmt::print(stderr, "tsattn precompile: {}\n", e.what());
-    return 2;
+    return kExitUsage;
   }
   if (options.list) {
     for (const KernelSpec& spec : specs) fmt::print("{}\n", canonical_name(spec));
-    return 0;
+    return kExitOk;
   }
 
   const bool tty = isatty(STDOUT_FILENO) == 1;
@@ -64,7 +65,7 @@ int run_precompile(const PrecompileOptions& options) {
     summary = jit::precompile(specs, out, options.jobs, options.keep_going, print_event);
   } catch (const Error& e) {
     fmt::print(stderr, "tsattn precompile: {}\n", e.what());
-    return 3;
+    return kExitEnvironment;
   }
 
   std::vector<const jit::PrecompileEvent*> slowest;
@@ -85,7 +86,7 @@ int run_precompile(const PrecompileOptions& options) {
                summary.seconds, summary.jobs);
     for (const jit::PrecompileEvent* e : slowest) fmt::print("  slowest: {} {:.2f}s\n", e->name, e->seconds);
   }
-  return summary.failed || summary.not_started ? 1 : 0;
+  return summary.failed || summary.not_started ? kExitFailed : kExitOk;
 }
 
 }  // namespace tsattn::tools

@@ -75,6 +75,16 @@ std::string kernel_source(const tsattn_cache_stats& before, const tsattn_cache_s
   return "already loaded in this process";
 }
 
+// key=value, so a deployment check can grep for compiles=0.
+void print_cache_stats(const tsattn_cache_stats& s) {
+  fmt::print("cache stats after the first call: compiles={} compile_failures={} memory_hits={} memory_misses={} "
+             "disk_lookups={} disk_read_only_hits={} disk_writable_hits={} disk_misses={} disk_damaged={} "
+             "disk_writes={} disk_write_failures={} modules_loaded={}\n",
+             s.compiles, s.compile_failures, s.memory_hits, s.memory_misses, s.disk_lookups, s.disk_read_only_hits,
+             s.disk_writable_hits, s.disk_misses, s.disk_damaged, s.disk_writes, s.disk_write_failures,
+             s.modules_loaded);
+}
+
 int precompile_instead(const RunOptions& options, const std::string& why) {
   fmt::print("tsattn run: no GPU to run on ({}).\nPrecompiling {} for sm_90a into the user cache instead:\n", why,
              options.manifest);
@@ -95,6 +105,9 @@ void add_run_options(CLI::App& command, RunOptions& options) {
   command.add_option("--iterations", options.iterations, "Timed repetitions")->check(CLI::PositiveNumber);
   command.add_option("--manifest", options.manifest, "Manifest to precompile when there is no GPU")
       ->capture_default_str();
+  command.add_flag("--stats", options.stats,
+                   "Print the cache counters (tsattn_get_cache_stats) after the first call: compiles=0 shows that "
+                   "no NVRTC compile happened");
 }
 
 int run_demo(const RunOptions& options) {
@@ -153,6 +166,7 @@ int run_demo(const RunOptions& options) {
   const tsattn_cache_stats after = cache_stats();
   fmt::print("kernel from: {}; first call returned after {:.2f} ms (host: find + load + launch), done after {:.2f} ms\n",
              kernel_source(before, after), first_call_ms, first_done_ms);
+  if (options.stats) print_cache_stats(after);
 
   // Check against the CPU oracle.
   out.device.download(out.host.data(), out.host.size());
