@@ -5,7 +5,8 @@
 # GPU (carry build/ to the GPU machine). Results go under $OUT (default: gpu-results/): one log
 # per step (steps.log holds them all, in order, for tools that bring back few files), bench/ for
 # the benchmark, and a short table last on stdout.
-#   usage: tools/gpu_check.sh [step ...]   steps: env tests sanitizer demo python bench (default: all but bench)
+#   usage: tools/gpu_check.sh [step ...]
+#   steps: env tests sanitizer demo deploy python bench (default: all but bench)
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$repo/gpu-results}"
@@ -16,7 +17,7 @@ export PYTHONUNBUFFERED=1
 export TSATTN_CACHE_RO_PATH="$repo/build/aot-cache"
 export TSATTN_CACHE_DIR="${TMPDIR:-/tmp}/tsattn-user-cache"
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(env tests sanitizer demo python)
+[[ ${#steps[@]} -eq 0 ]] && steps=(env tests sanitizer demo deploy python)
 summary=()
 
 run_step() {  # name, log file, command...
@@ -46,6 +47,15 @@ for step in "${steps[@]}"; do
       for preset in llama3-8b gemma-window ragged; do
         run_step "run:$preset" "run_$preset.log" build/tsattn run --preset "$preset"
       done ;;
+    deploy)
+      # The deployment story: kernels precompiled without a GPU (build/deploy-cache) are warmed
+      # into an empty user cache, then served with JIT forbidden: the first calls compile nothing.
+      run_step deploy deploy.log env -u TSATTN_CACHE_RO_PATH TSATTN_CACHE_DIR="$(mktemp -d)/tsattn" bash -c '
+        set -e
+        for m in llama3 gemma; do build/tsattn warm --manifest cache/manifests/$m.json --from build/deploy-cache; done
+        build/tsattn cache info
+        for p in llama3-8b ragged gemma-window; do TSATTN_DISABLE_JIT=1 build/tsattn run --preset $p --stats; done
+        build/tsattn_tests -ts="tools/*"' ;;
     python)
       run_step python python.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
         python3 -m pytest -q tests/python ;;
