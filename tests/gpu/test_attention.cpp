@@ -255,7 +255,7 @@ TEST_SUITE("gpu/attention") {
       c.packed = true;
       c.device_indptr = true;
       c.q_lens = {100, 50, 30, 20};
-      c.kv_lens = {60, 60, 60, 20};
+      c.kv_lens = {120, 60, 60, 20};
       c.mask = mask;
       PreparedCase prepared(c, rng);
       const std::vector<std::vector<int32_t>> garbage = {
