@@ -907,7 +907,7 @@ print("RESULT " + json.dumps({"import_s": import_s, "library_load_ms": lib_ms, "
 def _run_first_call(cache_dir: str, disable_jit: bool, timeout: float = 180) -> dict:
     env = dict(os.environ)
     env["TSATTN_CACHE_DIR"] = cache_dir
-    env["TSATTN_CACHE_RO_PATH"] = ""
+    env.pop("TSATTN_CACHE_RO_PATH", None)  # only the cache under test
     env.pop("TSATTN_ALWAYS_COMPILE", None)
     env.pop("TSATTN_CACHE_DISABLE", None)
     if disable_jit:
@@ -1092,6 +1092,59 @@ def write_outputs(doc: dict, out_dir: Path, plots: bool) -> None:
     br.write_all(doc, out_dir, plots=plots)
 
 
+def _skipped_row(case: bc.Case, contenders: Sequence[str], why: str) -> dict:
+    return {"name": case.name, "params": case.params(), "flops": bc.flops(case),
+            "contenders": {k: {"status": f"skipped: {why}"} for k in contenders}}
+
+
+def run_cases(doc: dict, cases: Sequence[bc.Case], contenders: Sequence[str], device, args, out_dir: Path,
+              t_start: float, runner=None) -> int:
+    """The JIT figures, then every case in order until the time budget is spent, rewriting the
+    outputs after each; a lost CUDA context ends the run with what was measured. Returns 0 or 3."""
+    runner = runner or run_case
+    try:
+        if not args.no_jit:
+            doc["jit"] = jit_figures(device, arch_for_device(device), args.quick, args.jit_host_calls)
+            write_outputs(doc, out_dir, plots=False)
+        if args.jit_only:
+            return 0
+        for n, case in enumerate(cases):
+            elapsed = time.perf_counter() - t_start
+            if args.budget_s and elapsed > args.budget_s:
+                doc["run"]["skipped"] = [c.name for c in cases[n:]]
+                why = f"time budget (--budget-s {args.budget_s:.0f}) spent"
+                doc["cases"] += [_skipped_row(c, contenders, why) for c in cases[n:]]
+                print(f"bench: time budget spent after {elapsed:.0f} s; {len(cases) - n} cases skipped", flush=True)
+                break
+            try:
+                row = runner(case, contenders, device, fixed_reps=args.reps or None, warmup=args.warmup,
+                             seed=args.seed)
+            except ContextLost:
+                raise
+            except Exception as e:  # noqa: BLE001 - a harness bug in one case must not lose the run
+                if not _context_alive(torch.device(device)):
+                    raise ContextLost(f"{case.name}: {_short(e)}") from e
+                row = _skipped_row(case, contenders, "")
+                for entry in row["contenders"].values():
+                    entry["status"] = f"error: harness: {_short(e)}"
+                row["traceback"] = traceback.format_exc()[-2000:]
+            row["clocks"] = smi_sample(not args.no_smi)
+            doc["cases"].append(row)
+            print(br.console_line(row), flush=True)
+            write_outputs(doc, out_dir, plots=False)
+            if torch.device(device).type == "cuda":
+                torch.cuda.empty_cache()
+    except ContextLost as e:
+        done = {r["name"] for r in doc["cases"]}
+        rest = [c for c in cases if c.name not in done]
+        doc["run"]["aborted"] = f"CUDA context lost: {e}"
+        doc["run"]["skipped"] = [c.name for c in rest]
+        doc["cases"] += [_skipped_row(c, contenders, "CUDA context lost earlier") for c in rest]
+        print(f"bench: CUDA context lost ({e}); writing what was measured", file=sys.stderr, flush=True)
+        return 3
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     t_start = time.perf_counter()
     parser = build_parser()
@@ -1128,41 +1181,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "budget_s": args.budget_s, "skipped": []}
     print(f"bench: {len(cases)} cases x {len(contenders)} contenders on {doc['meta'].get('gpu')}, "
           f"estimate {doc['meta']['estimate']['total_s']:.0f} s; results in {out_dir}", flush=True)
-    rc = 0
-    lost = None
-    try:
-        if not args.no_jit:
-            doc["jit"] = jit_figures(device, arch_for_device(device), args.quick, args.jit_host_calls)
-            write_outputs(doc, out_dir, plots=False)
-        if not args.jit_only:
-            for n, case in enumerate(cases):
-                elapsed = time.perf_counter() - t_start
-                if args.budget_s and elapsed > args.budget_s:
-                    doc["run"]["skipped"] = [c.name for c in cases[n:]]
-                    for c in cases[n:]:
-                        doc["cases"].append({"name": c.name, "params": c.params(), "flops": bc.flops(c),
-                                             "contenders": {k: {"status": f"skipped: time budget (--budget-s {args.budget_s:.0f}) spent"}
-                                                            for k in contenders}})
-                    print(f"bench: time budget spent after {elapsed:.0f} s; {len(cases) - n} cases skipped", flush=True)
-                    break
-                row = run_case(case, contenders, device, fixed_reps=args.reps or None, warmup=args.warmup,
-                               seed=args.seed)
-                row["clocks"] = smi_sample(not args.no_smi)
-                doc["cases"].append(row)
-                print(br.console_line(row), flush=True)
-                write_outputs(doc, out_dir, plots=False)
-                torch.cuda.empty_cache()
-    except ContextLost as e:
-        lost = str(e)
-        rc = 3
-        done = {r["name"] for r in doc["cases"]}
-        rest = [c for c in cases if c.name not in done]
-        doc["run"]["aborted"] = f"CUDA context lost: {lost}"
-        doc["run"]["skipped"] = [c.name for c in rest]
-        for c in rest:
-            doc["cases"].append({"name": c.name, "params": c.params(), "flops": bc.flops(c),
-                                 "contenders": {k: {"status": "skipped: CUDA context lost earlier"} for k in contenders}})
-        print(f"bench: CUDA context lost ({lost}); writing what was measured", file=sys.stderr, flush=True)
+    rc = run_cases(doc, cases, contenders, device, args, out_dir, t_start)
+    return finish_run(doc, args, out_dir, t_start, rc)
+
+
+def finish_run(doc: dict, args, out_dir: Path, t_start: float, rc: int) -> int:
+    """Final clocks, timestamps, every output file with plots, the summary; 1 when tsattn was WRONG
+    or failed somewhere (and nothing worse happened)."""
+    lost = doc["run"].get("aborted")
     doc["meta"]["clocks_after"] = smi_sample(not args.no_smi) if lost is None else None
     doc["meta"]["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     doc["run"]["elapsed_s"] = time.perf_counter() - t_start

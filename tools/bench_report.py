@@ -253,9 +253,9 @@ def jit_table(doc: dict) -> List[str]:
             lines.append(f"| first call of a fresh process, kernel served from the disk cache (TSATTN_DISABLE_JIT=1; "
                          f"library already loaded; find + load + launch + run), {prob} | {firsts} ms "
                          f"(disk hits {hits.get('disk_writable_hits', '?')}, compiles {hits.get('compiles', '?')}) |")
-            lines.append(f"| library load (dlopen + symbol binding) in that process | "
+            lines.append("| library load (dlopen + symbol binding) in that process | "
                          + ", ".join(f"{w['library_load_ms']:.2f}" for w in warm) + " ms |")
-            lines.append(f"| second call in that process (kernel loaded), incl. synchronize | "
+            lines.append("| second call in that process (kernel loaded), incl. synchronize | "
                          + ", ".join(f"{w['second_call_ms']:.3f}" for w in warm) + " ms |")
         for w in fc.get("warm") or []:
             if w.get("status") != "ok":
@@ -333,7 +333,7 @@ def render_report(doc: dict, plot_files: Sequence[str], prefix: str = "", level:
         lines += [f"![{Path(f).stem}]({prefix}{Path(f).name})" for f in plot_files] + [""]
     fc = first_call_table(doc)
     if fc:
-        lines += [f"{h}# First call per case (ms: JIT compile or load, cuDNN plan, torch.compile; not in the timings)",
+        lines += [f"{h}# First call per case (ms: JIT compile or kernel load, cuDNN plan and K/V expansion, torch.compile; not in the timings)",
                   ""] + fc + [""]
     return "\n".join(lines).rstrip() + "\n"
 
