@@ -169,6 +169,17 @@ def assert_close_to_reference(actual: torch.Tensor, expected: torch.Tensor, in_d
         assert rel <= relnorm + floor, f"{what}: relative norm error {rel:.4g} > {relnorm} + {floor:.3g} (rounding)"
 
 
+def assert_rejected(exc, needles: Sequence[str], args: dict) -> None:
+    """batch_prefill(**args) raises exactly `exc`, and its message contains every needle."""
+    args = dict(args)
+    q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
+    with pytest.raises(exc) as info:
+        tsattn.batch_prefill(q, k, v, **args)
+    assert type(info.value) is exc, f"{type(info.value).__name__}: {info.value}"
+    for needle in needles:
+        assert needle in str(info.value), f"{needle!r} not in {str(info.value)!r}"
+
+
 def indptr(lengths: Sequence[int], device="cpu") -> torch.Tensor:
     values = [0]
     for n in lengths:
