@@ -26,11 +26,9 @@ namespace tsattn {
 namespace {
 
 KernelFamily choose_family(const driver::DeviceInfo& device) {
-  const std::string forced = knob_string(Knob::kernel_family);
-  if (forced != "auto") {
-    const std::optional<KernelFamily> family = parse_family(forced);
-    if (family) return *family;
-  }
+  // Read once per process: the call's hot path builds no strings.
+  static const std::optional<KernelFamily> forced = parse_family(knob_string(Knob::kernel_family));
+  if (forced) return *forced;
   // The Hopper family is the fast path on sm_90 once it exists in the table; the portable
   // family serves everything else.
   for (const FamilyAxes& axes : kernel_families())
