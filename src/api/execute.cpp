@@ -11,6 +11,7 @@
 #include <tsattn/tsattn.hpp>
 
 #include "common/error.hpp"
+#include "api/validate.hpp"
 #include "codegen/spec_table.hpp"
 #include "common/knobs.hpp"
 #include "common/log.hpp"
@@ -125,8 +126,21 @@ void execute(const Problem& p) {
     params.qo_indptr = reinterpret_cast<const int*>(workspace->get() + qo_offset);
     params.kv_indptr = reinterpret_cast<const int*>(workspace->get() + kv_offset);
   } else {
-    // Indptrs on the GPU: the device planner writes the tile list in stream order, without a
-    // host sync, so this call can be captured. Sanitized requests never exceed this bound.
+    // Indptrs on the GPU. Outside graph capture a host sync is allowed, so their values are read
+    // back in stream order and held to the same rules as host indptrs (a wrong answer is worse
+    // than a sync). Under capture nothing can be read: the planner and the kernel clamp instead.
+    if (!stream_is_capturing(stream)) {
+      std::vector<int32_t> qo(static_cast<size_t>(p.batch) + 1), kv(qo.size());
+      const size_t bytes = qo.size() * sizeof(int32_t);
+      driver::check(cu.cuMemcpyDtoHAsync(qo.data(), reinterpret_cast<CUdeviceptr>(p.qo_indptr), bytes, stream),
+                    "reading qo_indptr");
+      driver::check(cu.cuMemcpyDtoHAsync(kv.data(), reinterpret_cast<CUdeviceptr>(p.kv_indptr), bytes, stream),
+                    "reading kv_indptr");
+      driver::check(cu.cuStreamSynchronize(stream), "reading the indptrs");
+      check_device_indptr_values(p, std::move(qo), std::move(kv));
+    }
+    // The device planner writes the tile list in stream order, without a host sync, so this call
+    // can be captured. Sanitized requests never exceed this bound.
     max_tiles = std::min<int64_t>((p.q_tokens + block_m - 1) / block_m + p.batch, std::numeric_limits<int>::max());
     if (kernel.planner == nullptr) raise(ErrorKind::runtime, "kernel {} has no device planner for GPU indptrs", kernel.name);
     if (max_tiles == 0) return;  // no query rows

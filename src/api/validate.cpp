@@ -149,20 +149,36 @@ TokenTensor token_tensor(const CheckedTensor& t, Layout layout) {
   return tt;
 }
 
-// Indptr values (host only): start at 0, non-decreasing, end at the packed extent.
-std::vector<int32_t> read_indptr(const CheckedTensor& t, int64_t total, const char* packed_tensor) {
+// Indptr values: start at 0, non-decreasing, end at the packed extent.
+void check_indptr_values(const std::vector<int32_t>& values, const char* name, int64_t total,
+                         const char* packed_tensor) {
+  if (values.front() != 0) raise(ErrorKind::value, "{}[0]={} must be 0", name, values.front());
+  for (size_t i = 1; i < values.size(); ++i)
+    if (values[i] < values[i - 1])
+      raise(ErrorKind::value, "{} must be non-decreasing, but {}[{}]={} < {}[{}]={}", name, name, i, values[i], name,
+            i - 1, values[i - 1]);
+  if (values.back() != total)
+    raise(ErrorKind::value, "{}[-1]={} must equal {}.shape[0]={}", name, values.back(), packed_tensor, total);
+}
+
+std::vector<int32_t> read_host_indptr(const CheckedTensor& t) {
   std::vector<int32_t> values(static_cast<size_t>(t.shape[0]));
   const auto* data = static_cast<const int32_t*>(t.view->data);
   for (size_t i = 0; i < values.size(); ++i) values[i] = data[static_cast<int64_t>(i) * t.strides[0]];
-  if (values.front() != 0) raise(ErrorKind::value, "{}[0]={} must be 0", t.name, values.front());
-  for (size_t i = 1; i < values.size(); ++i)
-    if (values[i] < values[i - 1])
-      raise(ErrorKind::value, "{} must be non-decreasing, but {}[{}]={} < {}[{}]={}", t.name, t.name, i,
-            values[i], t.name, i - 1, values[i - 1]);
-  if (values.back() != total)
-    raise(ErrorKind::value, "{}[-1]={} must equal {}.shape[0]={}", t.name, values.back(), packed_tensor,
-          total);
   return values;
+}
+
+// The causal mask is bottom-right aligned, which needs Sq <= Sk in every request.
+void check_causal_lengths(const Problem& p) {
+  if (p.mask != MaskMode::causal) return;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    if (p.q_len(b) <= p.kv_len(b)) continue;
+    if (p.layout == Layout::packed)
+      raise(ErrorKind::value, "mask_type='causal' needs Sq <= Sk in every request; request {} has Sq={} > Sk={}", b,
+            p.q_len(b), p.kv_len(b));
+    raise(ErrorKind::value, "mask_type='causal' needs Sq <= Sk; got Sq=q.shape[1]={} > Sk=k.shape[1]={}", p.q_len(b),
+          p.kv_len(b));
+  }
 }
 
 RowIndexTensor row_index_tensor(const CheckedTensor& t, Layout layout) {
@@ -178,6 +194,16 @@ RowIndexTensor row_index_tensor(const CheckedTensor& t, Layout layout) {
 }
 
 }  // namespace
+
+void check_device_indptr_values(const Problem& p, std::vector<int32_t> qo, std::vector<int32_t> kv) {
+  check_indptr_values(qo, "qo_indptr", p.q_tokens, "q");
+  check_indptr_values(kv, "kv_indptr", p.kv_tokens, "k");
+  Problem with_lengths = p;  // the same checks as for host indptrs, on the values read back
+  with_lengths.indptr_on_host = true;
+  with_lengths.qo_indptr_host = std::move(qo);
+  with_lengths.kv_indptr_host = std::move(kv);
+  check_causal_lengths(with_lengths);
+}
 
 Problem validate_arguments(const Arguments& args, Residency residency) {
   const CheckedOptions options = check_options(args.options);
@@ -304,25 +330,17 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
     p.kv_indptr = static_cast<const int32_t*>(kvp.view->data);
     p.indptr_on_host = qo.on_host();
     if (p.indptr_on_host) {
-      p.qo_indptr_host = read_indptr(qo, p.q_tokens, "q");
-      p.kv_indptr_host = read_indptr(kvp, p.kv_tokens, "k");
+      p.qo_indptr_host = read_host_indptr(qo);
+      p.kv_indptr_host = read_host_indptr(kvp);
+      check_indptr_values(p.qo_indptr_host, "qo_indptr", p.q_tokens, "q");
+      check_indptr_values(p.kv_indptr_host, "kv_indptr", p.kv_tokens, "k");
     }
     index_tensors.push_back(qo);
     index_tensors.push_back(kvp);
   }
   if (p.batch > kInt32Max) raise(ErrorKind::value, "batch size {} is too large (int32)", p.batch);
 
-  // The causal mask is bottom-right aligned, which needs Sq <= Sk in every request.
-  if (p.mask == MaskMode::causal && p.lengths_on_host()) {
-    for (int64_t b = 0; b < p.batch; ++b) {
-      if (p.q_len(b) <= p.kv_len(b)) continue;
-      if (packed)
-        raise(ErrorKind::value, "mask_type='causal' needs Sq <= Sk in every request; request {} has Sq={} > Sk={}",
-              b, p.q_len(b), p.kv_len(b));
-      raise(ErrorKind::value, "mask_type='causal' needs Sq <= Sk; got Sq=q.shape[1]={} > Sk=k.shape[1]={}",
-            p.q_len(b), p.kv_len(b));
-    }
-  }
+  if (p.lengths_on_host()) check_causal_lengths(p);
 
   if (p.mask == MaskMode::variable_window) {
     const char* bounds_layout = packed ? "[total_q]" : "[B, Sq]";

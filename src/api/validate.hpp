@@ -7,6 +7,9 @@
 
 #include <tsattn/tsattn.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "api/problem.hpp"
 
 namespace tsattn {
@@ -24,5 +27,9 @@ struct Arguments {
 // residency == cuda: the library call (q, k, v, out, bounds on one CUDA device; indptrs on
 // that device or on the host). residency == host: the CPU oracle (everything in host memory).
 Problem validate_arguments(const Arguments& args, Residency residency);
+
+// The value rules for indptrs that live on the GPU, once their values were read back (B+1 each):
+// start 0, non-decreasing, end at the packed extents, and Sq <= Sk per request for the causal mask.
+void check_device_indptr_values(const Problem& p, std::vector<int32_t> qo, std::vector<int32_t> kv);
 
 }  // namespace tsattn

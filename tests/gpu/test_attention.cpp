@@ -244,12 +244,15 @@ TEST_SUITE("gpu/attention") {
     MESSAGE(summary.text());
   }
 
-  TEST_CASE("malformed GPU indptrs stay inside the tensors") {
-    // Nothing validates device-resident indptrs (that would need a host sync): the planner and
-    // the kernel clamp every value, so garbage may give garbage rows but never a fault. Run this
-    // under compute-sanitizer memcheck to see that no access leaves q, k, v or out.
+  TEST_CASE("malformed GPU indptrs: rejected in eager calls, clamped inside the tensors under capture") {
+    // Eager calls read GPU indptrs back and reject bad values like host ones. Under graph capture
+    // nothing can be read: the planner and the kernel clamp every value, so garbage may give
+    // garbage rows but never a fault. Run under compute-sanitizer memcheck to see that no access
+    // leaves q, k, v or out.
     TSATTN_REQUIRE_GPU();
     std::mt19937_64 rng(test_seed());
+    const std::vector<std::vector<int32_t>> garbage = {
+        {0, 500, 10, -7, 200}, {5, 4, 3, 2, 1}, {-100, 0, 2147483647, 40, 200}, {0, 0, 0, 0, 1000000}};
     for (tsattn_mask_type mask : {TSATTN_MASK_DENSE, TSATTN_MASK_CAUSAL, TSATTN_MASK_VARIABLE_WINDOW}) {
       AttentionCase c;
       c.packed = true;
@@ -258,22 +261,46 @@ TEST_SUITE("gpu/attention") {
       c.kv_lens = {120, 60, 60, 20};
       c.mask = mask;
       PreparedCase prepared(c, rng);
-      const std::vector<std::vector<int32_t>> garbage = {
-          {0, 500, 10, -7, 200}, {5, 4, 3, 2, 1}, {-100, 0, 2147483647, 40, 200}, {0, 0, 0, 0, 1000000}};
       for (const auto& values : garbage) {
         prepared.write_device_indptrs(values, values);
         std::string message;
-        CHECK(prepared.call(nullptr, &message) == TSATTN_OK);
-        synchronize_device();  // throws if the kernel faulted
+        CHECK(prepared.call(nullptr, &message) == TSATTN_ERROR_VALUE);
+        CHECK(message.find("indptr") != std::string::npos);
       }
-      // The context is intact and valid calls after the garbage are right.
+      if (mask == TSATTN_MASK_CAUSAL) {  // valid indptrs, but a request with Sq > Sk
+        prepared.write_device_indptrs({0, 100, 150, 180, 200}, {0, 50, 150, 240, 260});
+        std::string message;
+        CHECK(prepared.call(nullptr, &message) == TSATTN_ERROR_VALUE);
+        CHECK(message.find("request 0 has Sq=100 > Sk=50") != std::string::npos);
+      }
+
+      prepared.refresh(rng, false);  // valid indptrs again
+      const driver::Api& cu = driver::api();
+      Stream stream;
+      CUgraph graph = nullptr;
+      CUgraphExec exec = nullptr;
+      std::string message;
+      driver::check(cu.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+      const tsattn_status status = prepared.call(stream.get(), &message);
+      driver::check(cu.cuStreamEndCapture(stream.get(), &graph), "cuStreamEndCapture");
+      INFO(message);
+      REQUIRE(status == TSATTN_OK);
+      driver::check(cu.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
+      for (const auto& values : garbage) {
+        prepared.write_device_indptrs(values, values);
+        driver::check(cu.cuGraphLaunch(exec, stream.get()), "cuGraphLaunch");
+        stream.synchronize();  // throws if the kernel faulted
+      }
+      // The context is intact, and the same graph with valid indptrs is right again.
       prepared.refresh(rng, false);
       prepared.poison_output();
-      std::string message;
-      REQUIRE(prepared.call(nullptr, &message) == TSATTN_OK);
+      driver::check(cu.cuGraphLaunch(exec, stream.get()), "cuGraphLaunch");
+      stream.synchronize();
       const ref::Comparison cmp = prepared.check();
       INFO(cmp.first_problem);
       CHECK(cmp.passed());
+      cu.cuGraphExecDestroy(exec);
+      cu.cuGraphDestroy(graph);
     }
   }
 
