@@ -1,0 +1,168 @@
+// sm90a/tma.cuh - inline-PTX wrappers for the Hopper Tensor Memory Accelerator (TMA), the
+// transaction-counting mbarrier that TMA completes, and the fences and election they need.
+// NVRTC-clean: no includes beyond the repo's templates.
+//
+// TsattnTensorMap is the 128-byte CUtensorMap of cuda.h (which NVRTC cannot include). The host
+// fills it with cuTensorMapEncodeTiled and passes it by value as a `const __grid_constant__`
+// kernel parameter; the device only ever takes its address (tensor_map_address).
+//
+// mbarrier protocol (hopper_attention.md 4.2): thread 0 runs mbarrier_init for each barrier,
+// then fence_mbarrier_init() and a CTA barrier before any TMA may signal it. A "full" barrier is
+// initialised with count 1: the producer's mbarrier_arrive_expect_tx(bar, bytes) is that arrival
+// and announces the bytes the TMA loads will deliver; the phase completes when both happened.
+// expect_tx bytes are always the whole box (out-of-bounds elements are zero-filled and counted).
+// Waiters track the phase parity: the k-th completion (k = 0, 1, ...) is awaited with parity
+// k & 1. A producer waiting for a fresh "empty" barrier waits with parity 1, which succeeds at once.
+#ifndef TSATTN_SM90A_TMA_CUH
+#define TSATTN_SM90A_TMA_CUH
+
+#include "common/prelude.cuh"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "templates/sm90a needs --gpu-architecture=sm_90a (wgmma, TMA and mbarrier tx counts)"
+#endif
+
+namespace tsattn_dev {
+
+// The opaque CUtensorMap (cuda.h: 64-byte aligned, 128 bytes).
+struct alignas(64) TsattnTensorMap {
+  unsigned long long v[16];
+};
+static_assert(sizeof(TsattnTensorMap) == 128, "CUtensorMap is 128 bytes");
+
+#if defined(__CUDA_ARCH__)
+
+__device__ __forceinline__ u32 smem_addr_u32(const void* p) {
+  return static_cast<u32>(__cvta_generic_to_shared(p));
+}
+
+// The generic address of a tensor map (a __grid_constant__ parameter or global memory).
+__device__ __forceinline__ u64 tensor_map_address(const TsattnTensorMap& map) {
+  return reinterpret_cast<u64>(&map);
+}
+
+__device__ __forceinline__ void prefetch_tensormap(const TsattnTensorMap& map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(tensor_map_address(map)) : "memory");
+}
+
+// Nanoseconds of the global timer (for bounded waits in tests and debug builds).
+__device__ __forceinline__ u64 global_timer_ns() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// True in exactly one active lane of a converged warp (elect.sync with a full mask).
+__device__ __forceinline__ bool elect_one_sync() {
+  u32 elected = 0;
+  asm volatile(
+      "{\n.reg .b32 lane;\n.reg .pred p;\n"
+      "elect.sync lane|p, %1;\n"
+      "@p mov.u32 %0, 1;\n}\n"
+      : "+r"(elected)
+      : "r"(0xFFFFFFFFu));
+  return elected != 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fences.
+
+// Makes this thread's generic-proxy writes to shared memory (st.shared) visible to the async
+// proxy (TMA stores, wgmma operand reads). Each writer fences, then the threads synchronise.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// Makes mbarrier_init visible to the async proxy (and the cluster) before TMA signals it.
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// mbarrier (a 64-bit object in shared memory, 8-byte aligned; addressed by its u32 smem address).
+
+__device__ __forceinline__ void mbarrier_init(u32 bar, u32 arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(arrivals) : "memory");
+}
+
+// One arrival that also raises the phase's expected transaction count by `bytes`.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+
+// One plain arrival (consumers releasing a stage).
+__device__ __forceinline__ void mbarrier_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// True once the phase with this parity has completed. May suspend for a system-dependent time
+// before returning false; callers loop.
+__device__ __forceinline__ bool mbarrier_try_wait_parity(u32 bar, u32 parity) {
+  u32 done;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
+__device__ __forceinline__ void mbarrier_wait_parity(u32 bar, u32 parity) {
+  while (!mbarrier_try_wait_parity(bar, parity)) {
+  }
+}
+
+// The same wait, bounded: false when the phase has not completed after timeout_ns (a hang in a
+// test becomes a reported failure instead).
+__device__ __forceinline__ bool mbarrier_wait_parity_bounded(u32 bar, u32 parity, u64 timeout_ns) {
+  if (mbarrier_try_wait_parity(bar, parity)) return true;
+  const u64 start = global_timer_ns();
+  while (!mbarrier_try_wait_parity(bar, parity)) {
+    if (global_timer_ns() - start > timeout_ns) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// TMA.
+
+// Loads the box at element coordinates (c0 innermost, c1) of `map` into shared memory at
+// smem_dst (1024-byte aligned for 128B swizzle) and completes `bytes` of the barrier's tx count.
+// Out-of-bounds elements (also negative coordinates) are filled with zeros.
+__device__ __forceinline__ void tma_load_2d(u32 smem_dst, const TsattnTensorMap& map, u32 bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
+      ::"r"(smem_dst), "l"(tensor_map_address(map)), "r"(bar), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+// Stores the box at (c0, c1) from shared memory; elements outside the tensor are not written.
+// The smem source must have been written through the async proxy, or fenced with
+// fence_proxy_async_shared() by its writers. Completes with tma_store_commit / tma_store_wait.
+__device__ __forceinline__ void tma_store_2d(const TsattnTensorMap& map, u32 smem_src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+               ::"l"(tensor_map_address(map)), "r"(smem_src), "r"(c0), "r"(c1)
+               : "memory");
+}
+
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+// Waits until at most n committed store groups of this thread are pending; kReadOnly waits only
+// until their shared-memory source may be reused, otherwise until the writes are done.
+template <int n, bool kReadOnly>
+__device__ __forceinline__ void tma_store_wait() {
+  if constexpr (kReadOnly) {
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(n) : "memory");
+  } else {
+    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(n) : "memory");
+  }
+}
+
+#endif  // __CUDA_ARCH__
+
+}  // namespace tsattn_dev
+
+#endif  // TSATTN_SM90A_TMA_CUH

@@ -1,0 +1,165 @@
+// sm90a/wgmma.cuh - inline-PTX wrappers for Hopper's warpgroup MMA (wgmma), NVRTC-clean.
+//
+// What is here:
+//   - smem_desc_sw128_kmajor(): the 64-bit shared-memory matrix descriptor of a K-major 16-bit
+//     tile stored in the 128-byte swizzled layout (the layout TMA writes with SWIZZLE_128B).
+//   - sw128_offset(): the byte offset of element (row, k) in such a tile, for code that writes
+//     or reads the tile with ordinary loads and stores.
+//   - wgmma_fence / wgmma_commit / wgmma_wait<N>: wgmma.{fence,commit_group,wait_group}.
+//   - wgmma_ss<N, dtype>(): one wgmma.mma_async m64nNk16 with fp32 accumulators and both
+//     operands in shared memory (SS), for N in {64, 128, 256} and bf16/f16 inputs.
+//
+// Shared-memory tile layout (K-major, 128B swizzle; both A (M x K) and B (N x K) use it):
+//   a "slab" holds R rows x 64 elements of 2 bytes = R x 128 B, base 1024-byte aligned.
+//   Element (r, k), 0 <= k < 64, lives at byte
+//       r * 128 + (((k / 8) ^ (r % 8)) * 16) + (k % 8) * 2
+//   i.e. the 16-byte chunk index is XOR-ed with the row index mod 8 (CuTe Swizzle<3,4,3>).
+//   K beyond 64 goes to a further slab (its own 1024-aligned base); never advance a
+//   descriptor linearly across slabs. Within a slab, k16 step s (s = 0..3) is the slab's
+//   descriptor with the start address advanced by 32 * s bytes (smem_desc_advance).
+//
+// Accumulator fragment (the m64nN fp32 result D, N/2 floats per thread of the warpgroup):
+//   t = thread index within the warpgroup (0..127), w = t / 32, g = (t % 32) / 4, c = t % 4.
+//   d[i] holds D(row, col) with j = i / 4, r = i % 4:
+//       row = 16 * w + g + 8 * (r / 2)
+//       col = 8 * j + 2 * c + (r % 2)
+//   (the mma.sync m16n8 C layout, stacked over the 4 warps along M and repeated N/8 times).
+//
+// Rules (hopper_attention.md section 4.1): all 128 threads of a warpgroup that starts at a warp
+// index divisible by 4 execute every wgmma convergently; wgmma_fence() before the first wgmma
+// whenever accumulators were touched by ordinary code; read accumulators only after a
+// wgmma_wait that retires the group; everything stays __forceinline__ (a call boundary
+// serializes, ptxas C7510). Threads that wrote a tile with st.shared must run
+// fence_proxy_async_shared() (sm90a/tma.cuh) and then a barrier before the wgmma reads it.
+#ifndef TSATTN_SM90A_WGMMA_CUH
+#define TSATTN_SM90A_WGMMA_CUH
+
+#include "common/prelude.cuh"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "templates/sm90a needs --gpu-architecture=sm_90a (wgmma, TMA and mbarrier tx counts)"
+#endif
+
+namespace tsattn_dev {
+
+// 128B-swizzled K-major layout: byte offset of element (row, k) in a slab, 0 <= k < 64.
+__host__ __device__ constexpr u32 sw128_offset(u32 row, u32 k) {
+  return row * 128u + ((((k >> 3) ^ row) & 7u) << 4) + ((k & 7u) << 1);
+}
+
+// Descriptor fields (PTX ISA "Matrix Descriptor Format"): start address >> 4 in bits 0-13,
+// leading byte offset >> 4 in bits 16-29 (unused by swizzled K-major layouts: 1),
+// stride byte offset >> 4 in bits 32-45 (1024 B: from one 8-row group to the next),
+// base offset in bits 49-51 (0: slabs are 1024-byte aligned), layout in bits 62-63 (1 = 128B).
+__host__ __device__ constexpr u64 smem_desc_sw128_kmajor(u32 smem_addr) {
+  return static_cast<u64>((smem_addr & 0x3FFFFu) >> 4) | (static_cast<u64>(1u) << 16) |
+         (static_cast<u64>(1024u >> 4) << 32) | (static_cast<u64>(1u) << 62);
+}
+
+// The descriptor of the same slab, start moved by `bytes` (a multiple of 16; 32 per k16 step).
+__host__ __device__ constexpr u64 smem_desc_advance(u64 desc, u32 bytes) { return desc + (bytes >> 4); }
+
+#if defined(__CUDA_ARCH__)
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+
+// Waits until at most n committed wgmma groups of this warpgroup are pending.
+template <int n>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(n) : "memory");
+}
+
+// Keeps the compiler from moving accumulator reads/writes across a wgmma boundary.
+template <int kCount>
+__device__ __forceinline__ void wgmma_fence_operands(float (&d)[kCount]) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d (+)= A * B^T for one warpgroup: A 64x16 and B Nx16, both K-major in shared memory, given by
+// descriptors. scale_d == 0 ignores the old d (d = A * B^T). Specialized below for each N.
+template <int N, int dtype>
+struct WgmmaSS;
+
+#define TSATTN_ACC4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define TSATTN_ACC16(i) TSATTN_ACC4(i), TSATTN_ACC4(i + 4), TSATTN_ACC4(i + 8), TSATTN_ACC4(i + 12)
+#define TSATTN_ACC32(i) TSATTN_ACC16(i), TSATTN_ACC16(i + 16)
+#define TSATTN_ACC_64 TSATTN_ACC32(0)
+#define TSATTN_ACC_128 TSATTN_ACC32(0), TSATTN_ACC32(32)
+#define TSATTN_ACC_256 TSATTN_ACC32(0), TSATTN_ACC32(32), TSATTN_ACC32(64), TSATTN_ACC32(96)
+#define TSATTN_WGMMA_REGS_64 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+  "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define TSATTN_WGMMA_TAIL_64 " %32, %33, p, 1, 1, 0, 0;\n"
+#define TSATTN_WGMMA_PRED_64 "setp.ne.b32 p, %34, 0;\n"
+#define TSATTN_WGMMA_REGS_128 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+  "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, " \
+  "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, " \
+  "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define TSATTN_WGMMA_TAIL_128 " %64, %65, p, 1, 1, 0, 0;\n"
+#define TSATTN_WGMMA_PRED_128 "setp.ne.b32 p, %66, 0;\n"
+#define TSATTN_WGMMA_REGS_256 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+  "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, " \
+  "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, " \
+  "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, " \
+  "%66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, " \
+  "%82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, " \
+  "%98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, " \
+  "%111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, " \
+  "%124, %125, %126, %127"
+#define TSATTN_WGMMA_TAIL_256 " %128, %129, p, 1, 1, 0, 0;\n"
+#define TSATTN_WGMMA_PRED_256 "setp.ne.b32 p, %130, 0;\n"
+
+#define TSATTN_DEFINE_WGMMA_SS(N, DTYPE, TYPE)                                                   \
+  template <>                                                                                   \
+  struct WgmmaSS<N, DTYPE> {                                                                    \
+    __device__ static __forceinline__ void run(float (&d)[N / 2], u64 desc_a, u64 desc_b,       \
+                                               int scale_d) {                                   \
+      asm volatile("{\n.reg .pred p;\n" TSATTN_WGMMA_PRED_##N                                   \
+                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {"          \
+                   TSATTN_WGMMA_REGS_##N "}," TSATTN_WGMMA_TAIL_##N "}\n"                       \
+                   : TSATTN_ACC_##N                                                             \
+                   : "l"(desc_a), "l"(desc_b), "r"(scale_d)                                     \
+                   : "memory");                                                                 \
+    }                                                                                           \
+  };
+
+TSATTN_DEFINE_WGMMA_SS(64, kBfloat16, "bf16")
+TSATTN_DEFINE_WGMMA_SS(128, kBfloat16, "bf16")
+TSATTN_DEFINE_WGMMA_SS(256, kBfloat16, "bf16")
+TSATTN_DEFINE_WGMMA_SS(64, kFloat16, "f16")
+TSATTN_DEFINE_WGMMA_SS(128, kFloat16, "f16")
+TSATTN_DEFINE_WGMMA_SS(256, kFloat16, "f16")
+
+#undef TSATTN_DEFINE_WGMMA_SS
+#undef TSATTN_WGMMA_REGS_64
+#undef TSATTN_WGMMA_TAIL_64
+#undef TSATTN_WGMMA_PRED_64
+#undef TSATTN_ACC_64
+#undef TSATTN_WGMMA_REGS_128
+#undef TSATTN_WGMMA_TAIL_128
+#undef TSATTN_WGMMA_PRED_128
+#undef TSATTN_ACC_128
+#undef TSATTN_WGMMA_REGS_256
+#undef TSATTN_WGMMA_TAIL_256
+#undef TSATTN_WGMMA_PRED_256
+#undef TSATTN_ACC_256
+#undef TSATTN_ACC32
+#undef TSATTN_ACC16
+#undef TSATTN_ACC4
+
+// One m64nNk16 SS wgmma (see WgmmaSS); dtype is kBfloat16 or kFloat16.
+template <int N, int dtype>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, int scale_d) {
+  WgmmaSS<N, dtype>::run(d, desc_a, desc_b, scale_d);
+}
+
+#endif  // __CUDA_ARCH__
+
+}  // namespace tsattn_dev
+
+#endif  // TSATTN_SM90A_WGMMA_CUH

@@ -1,0 +1,416 @@
+// test_blocks.cpp - the bottom-up building blocks of the sm90a (Hopper) family, each on its own:
+// "codegen/sm90a_blocks" compiles the test kernels of templates/sm90a/test_*.cuh with NVRTC (no
+// GPU needed) and holds them to the family's rules (no spills, no C75xx wgmma notes, sm_90a
+// only); "gpu/sm90a_blocks" runs them on a compute capability 9.0 device: SS-wgmma GEMMs against
+// a CPU GEMM, a TMA load/store round trip with out-of-bounds tiles, and a 2-stage TMA + mbarrier
+// ring with a dummy consumer. The kernels bound every mbarrier wait and report a timeout flag.
+#include <doctest/doctest.h>
+
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <tsattn/tsattn.hpp>
+
+#include "codegen/embedded_templates.hpp"
+#include "jit/nvrtc/compiler.hpp"
+#include "ref/float_formats.hpp"
+#include "support/gpu.hpp"
+
+namespace tsattn::test {
+namespace {
+
+struct TestKernels {
+  const char* header;  // templates/sm90a/<header>.cuh
+  std::vector<const char*> symbols;
+};
+
+const std::vector<TestKernels>& test_kernels() {
+  static const std::vector<TestKernels> all = {
+      {"test_wgmma_gemm", {"tsattn_test_wgmma_bf16_n64", "tsattn_test_wgmma_bf16_n128", "tsattn_test_wgmma_bf16_n256",
+        "tsattn_test_wgmma_f16_n64"}},
+      {"test_tma_roundtrip", {"tsattn_test_tma_roundtrip"}},
+      {"test_mbarrier_ring", {"tsattn_test_mbarrier_ring"}},
+  };
+  return all;
+}
+
+nvrtc::CompileResult compile_test_kernel(const std::string& header, const std::string& arch) {
+  nvrtc::CompileRequest request;
+  request.name = fmt::format("sm90a_blocks.{}", header);
+  request.source = fmt::format("#include \"sm90a/{}.cuh\"\n", header);
+  for (const EmbeddedFile& file : embedded_templates()) request.headers.push_back({std::string(file.name), file.text});
+  request.arch = arch;
+  return nvrtc::compile_to_cubin(request);
+}
+
+// sm_90a cubins, compiled once per process.
+const std::vector<uint8_t>& sm90a_cubin(const std::string& header) {
+  static std::map<std::string, std::vector<uint8_t>> cubins;
+  auto found = cubins.find(header);
+  if (found == cubins.end()) found = cubins.emplace(header, compile_test_kernel(header, "sm_90a").cubin).first;
+  return found->second;
+}
+
+bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+// The "Used N registers ..." lines of a ptxas log, one per entry function, for the test output.
+std::string register_lines(const std::string& log) {
+  std::string lines;
+  size_t start = 0;
+  while (start < log.size()) {
+    size_t end = log.find('\n', start);
+    if (end == std::string::npos) end = log.size();
+    const std::string line = log.substr(start, end - start);
+    if (contains(line, "Compiling entry function") || contains(line, "Used ") || contains(line, "spill"))
+      lines += line + "\n";
+    start = end + 1;
+  }
+  return lines;
+}
+
+// ---------------------------------------------------------------------------------------------
+// GPU helpers.
+
+const driver::Api& cu() { return driver::api(); }
+
+// Why the current device cannot run sm_90a cubins, or empty.
+std::string not_sm90_reason() {
+  CUdevice device = 0;
+  driver::check(cu().cuCtxGetDevice(&device), "cuCtxGetDevice");
+  int major = 0, minor = 0;
+  driver::check(cu().cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device), "cc major");
+  driver::check(cu().cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device), "cc minor");
+  if (major == 9 && minor == 0) return "";
+  return fmt::format("device 0 has compute capability {}.{}; sm_90a cubins need 9.0", major, minor);
+}
+
+#define TSATTN_REQUIRE_SM90()                                                              \
+  TSATTN_REQUIRE_GPU();                                                                    \
+  do {                                                                                     \
+    const std::string tsattn_why_not_sm90 = not_sm90_reason();                             \
+    if (!tsattn_why_not_sm90.empty()) {                                                    \
+      MESSAGE("skipped: no CUDA device of compute capability 9.0 (" << tsattn_why_not_sm90 << ")"); \
+      return;                                                                              \
+    }                                                                                      \
+  } while (false)
+
+class Module {
+ public:
+  explicit Module(const std::vector<uint8_t>& cubin) {
+    driver::check(cu().cuModuleLoadData(&module_, cubin.data()), "cuModuleLoadData (sm90a test kernels)");
+  }
+  ~Module() {
+    if (module_ != nullptr) cu().cuModuleUnload(module_);
+  }
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  CUfunction function(const char* symbol) const {
+    CUfunction f = nullptr;
+    driver::check(cu().cuModuleGetFunction(&f, module_, symbol), fmt::format("cuModuleGetFunction {}", symbol));
+    return f;
+  }
+
+ private:
+  CUmodule module_ = nullptr;
+};
+
+void launch(CUfunction f, unsigned grid, unsigned block, void** params, const Stream& stream, const char* what) {
+  driver::check(cu().cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream.get(), params, nullptr),
+                fmt::format("cuLaunchKernel {}", what));
+  driver::check(cu().cuStreamSynchronize(stream.get()), fmt::format("{} (the kernel failed?)", what));
+}
+
+// cuTensorMapEncodeTiled is not in the library's driver table: bound here by its exact symbol from
+// the libcuda.so.1 that driver::api() already loaded.
+using EncodeTiled = decltype(&::cuTensorMapEncodeTiled);
+
+EncodeTiled encode_tiled() {
+  static const EncodeTiled fn = []() -> EncodeTiled {
+    void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (handle == nullptr) return nullptr;
+    return reinterpret_cast<EncodeTiled>(dlsym(handle, "cuTensorMapEncodeTiled"));
+  }();
+  const bool found = fn != nullptr;
+  REQUIRE_MESSAGE(found, "libcuda.so.1 has no cuTensorMapEncodeTiled");
+  return fn;
+}
+
+// A 2D row-major bf16 tensor [rows][cols] (row stride in bytes), 64x64 boxes, 128B swizzle,
+// out-of-bounds elements read as zero.
+CUtensorMap bf16_tensor_map(CUdeviceptr base, uint64_t cols, uint64_t rows, uint64_t row_stride_bytes) {
+  CUtensorMap map;
+  std::memset(&map, 0, sizeof map);
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {row_stride_bytes};
+  const cuuint32_t box[2] = {64, 64};
+  const cuuint32_t element_strides[2] = {1, 1};
+  driver::check(encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, reinterpret_cast<void*>(base), dims, strides,
+                               box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                "cuTensorMapEncodeTiled");
+  return map;
+}
+
+// TsattnTensorMap (templates/sm90a/tma.cuh) is 128 bytes, 64-byte aligned (what TMA needs of the
+// parameter's address); CUDA 13's cuda.h declares CUtensorMap with alignas(128).
+static_assert(sizeof(CUtensorMap) == 128 && alignof(CUtensorMap) % 64 == 0, "TsattnTensorMap mirrors CUtensorMap");
+
+// ---------------------------------------------------------------------------------------------
+// wgmma GEMM.
+
+struct GemmCase {
+  const char* symbol;
+  int n;
+  bool bf16;
+};
+
+uint16_t encode16(bool bf16, float v) { return bf16 ? ref::float_to_bfloat16(v) : ref::float_to_half(v); }
+float decode16(bool bf16, uint16_t b) { return bf16 ? ref::bfloat16_to_float(b) : ref::half_to_float(b); }
+
+// C = A (64x64) * B^T (B: n x 64) on the GPU against a double-precision CPU GEMM of the same
+// 16-bit values. grid_values: multiples of 1/8 in [-2, 2] (every partial sum exact in fp32, so the
+// GPU must match exactly); otherwise uniform in [-1, 1] with a rounding-sized tolerance
+// (1e-4 of the sum of |products|: any layout or descriptor error is off by O(1)).
+void check_wgmma_gemm(const Module& module, const GemmCase& g, bool grid_values, std::mt19937_64& rng) {
+  CAPTURE(g.symbol);
+  CAPTURE(grid_values);
+  const int m = 64, k = 64, n = g.n;
+  std::vector<uint16_t> a(m * k), b(n * k);
+  std::uniform_int_distribution<int> grid(-16, 16);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (uint16_t& x : a) x = encode16(g.bf16, grid_values ? grid(rng) / 8.0f : uniform(rng));
+  for (uint16_t& x : b) x = encode16(g.bf16, grid_values ? grid(rng) / 8.0f : uniform(rng));
+
+  DeviceBuffer da(a.size() * 2), db(b.size() * 2), dc(static_cast<size_t>(m) * n * 4);
+  da.upload(a.data(), a.size() * 2);
+  db.upload(b.data(), b.size() * 2);
+  dc.fill_bytes(0xFF);  // NaN: an element no thread wrote stays NaN
+  Stream stream;
+  CUdeviceptr pa = da.address(), pb = db.address(), pc = dc.address();
+  void* params[] = {&pa, &pb, &pc};
+  launch(module.function(g.symbol), 1, 128, params, stream, g.symbol);
+  std::vector<float> c(static_cast<size_t>(m) * n);
+  dc.download(c.data(), c.size() * 4);
+
+  int bad = 0, garbage_kept = 0;
+  std::string first;
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double expected = 0, magnitude = 0;
+      for (int kk = 0; kk < k; ++kk) {
+        const double p = double(decode16(g.bf16, a[i * k + kk])) * double(decode16(g.bf16, b[j * k + kk]));
+        expected += p;
+        magnitude += std::fabs(p);
+      }
+      const double got = c[static_cast<size_t>(i) * n + j];
+      const double tolerance = grid_values ? 0.0 : 1e-4 * magnitude + 1e-6;  // fp32 sums of 64 terms
+      if (!(std::fabs(got - expected) <= tolerance)) {
+        ++bad;
+        if (std::fabs(got - expected - 12345.0) < 1.0) ++garbage_kept;
+        if (bad <= 8) first += fmt::format(" ({},{}): got {} expected {};", i, j, got, expected);
+      }
+    }
+  }
+  INFO("first mismatches:" << first);
+  INFO(garbage_kept << " mismatches are off by the initial accumulator value (scale-d ignored?)");
+  CHECK(bad == 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// TMA round trip.
+
+void check_tma_roundtrip(const Module& module, std::mt19937_64& rng) {
+  const int rows = 150, cols = 120;  // row stride 240 B: a multiple of 16
+  const size_t tensor_bytes = size_t(rows) * cols * 2;
+  const size_t guard = 8192;  // bytes before and after the TMA store target, must stay untouched
+  std::vector<uint16_t> in(size_t(rows) * cols);
+  std::uniform_int_distribution<int> bits(0, 0xFFFF);
+  for (uint16_t& x : in) x = static_cast<uint16_t>(bits(rng));
+  // Six tiles covering the whole tensor (the last column/row ones cross its edges), one at an
+  // unaligned position, one at negative coordinates (mostly out of bounds).
+  const std::vector<int> coords = {0, 0, 64, 0, 0, 64, 64, 64, 0, 128, 64, 128, 56, 100, -16, -5};
+  const int tiles = static_cast<int>(coords.size() / 2);
+
+  DeviceBuffer din(tensor_bytes), dout(guard + tensor_bytes + guard), dcoords(coords.size() * 4),
+      dtiles(size_t(tiles) * 64 * 64 * 2), dstatus(size_t(tiles) * 4);
+  din.upload(in.data(), tensor_bytes);
+  dout.fill_bytes(0xAB);
+  dcoords.upload(coords.data(), coords.size() * 4);
+  dtiles.fill_bytes(0xCD);
+  dstatus.fill_bytes(0x7F);
+  const CUtensorMap in_map = bf16_tensor_map(din.address(), cols, rows, cols * 2);
+  const CUtensorMap out_map = bf16_tensor_map(dout.address() + guard, cols, rows, cols * 2);
+  CUdeviceptr pcoords = dcoords.address(), ptiles = dtiles.address(), pstatus = dstatus.address();
+  void* params[] = {const_cast<CUtensorMap*>(&in_map), const_cast<CUtensorMap*>(&out_map), &pcoords, &ptiles, &pstatus};
+  Stream stream;
+  launch(module.function("tsattn_test_tma_roundtrip"), tiles, 128, params, stream, "tsattn_test_tma_roundtrip");
+
+  std::vector<int> status(tiles);
+  dstatus.download(status.data(), status.size() * 4);
+  std::vector<uint16_t> got(size_t(tiles) * 64 * 64);
+  dtiles.download(got.data(), got.size() * 2);
+  for (int t = 0; t < tiles; ++t) {
+    const int c0 = coords[2 * t], c1 = coords[2 * t + 1];
+    CAPTURE(c0);
+    CAPTURE(c1);
+    CHECK_MESSAGE(status[t] == 0, "the TMA load's mbarrier wait timed out (status " << status[t] << ")");
+    int bad = 0, bad_zero_fill = 0;
+    std::string first;
+    for (int r = 0; r < 64; ++r) {
+      for (int c = 0; c < 64; ++c) {
+        const int gr = c1 + r, gc = c0 + c;
+        const bool inside = gr >= 0 && gr < rows && gc >= 0 && gc < cols;
+        const uint16_t expected = inside ? in[size_t(gr) * cols + gc] : 0;
+        const uint16_t value = got[size_t(t) * 4096 + r * 64 + c];
+        if (value != expected) {
+          ++bad;
+          if (!inside) ++bad_zero_fill;
+          if (bad <= 6) first += fmt::format(" ({},{}): got {:#06x} expected {:#06x};", r, c, value, expected);
+        }
+      }
+    }
+    INFO("first mismatches:" << first);
+    INFO(bad_zero_fill << " of them out of bounds (zero fill)");
+    CHECK(bad == 0);
+  }
+
+  // The TMA stores: every element of the tensor written back, nothing outside it.
+  std::vector<uint8_t> out(guard + tensor_bytes + guard);
+  dout.download(out.data(), out.size());
+  int guard_bytes_changed = 0;
+  for (size_t i = 0; i < guard; ++i) guard_bytes_changed += (out[i] != 0xAB) + (out[guard + tensor_bytes + i] != 0xAB);
+  CHECK_MESSAGE(guard_bytes_changed == 0, "TMA stores wrote outside the tensor");
+  CHECK_MESSAGE(std::memcmp(out.data() + guard, in.data(), tensor_bytes) == 0, "TMA store round trip differs");
+}
+
+// ---------------------------------------------------------------------------------------------
+// mbarrier ring.
+
+void check_mbarrier_ring(const Module& module, int num_tiles, int rows, std::mt19937_64& rng) {
+  CAPTURE(num_tiles);
+  CAPTURE(rows);
+  std::vector<uint16_t> in(size_t(rows) * 64);
+  std::uniform_int_distribution<int> values(-8, 8);
+  for (uint16_t& x : in) x = ref::float_to_bfloat16(float(values(rng)));
+  DeviceBuffer din(in.size() * 2), dpartials(size_t(num_tiles) * 128 * 4), dstatus(8);
+  din.upload(in.data(), in.size() * 2);
+  dpartials.fill_bytes(0xFF);
+  dstatus.fill_bytes(0);
+  const CUtensorMap map = bf16_tensor_map(din.address(), 64, rows, 128);
+  CUdeviceptr ppartials = dpartials.address(), pstatus = dstatus.address();
+  void* params[] = {const_cast<CUtensorMap*>(&map), &num_tiles, &ppartials, &pstatus};
+  Stream stream;
+  launch(module.function("tsattn_test_mbarrier_ring"), 1, 256, params, stream, "tsattn_test_mbarrier_ring");
+
+  int status[2] = {-1, -1};
+  dstatus.download(status, sizeof status);
+  CHECK_MESSAGE(status[0] == 0, "the producer timed out waiting for an empty stage");
+  CHECK_MESSAGE(status[1] == 0, "a consumer timed out waiting for a full stage");
+  std::vector<float> partials(size_t(num_tiles) * 128);
+  dpartials.download(partials.data(), partials.size() * 4);
+  int bad = 0;
+  double total = 0, expected_total = 0;
+  std::string first;
+  for (int t = 0; t < num_tiles; ++t) {
+    for (int ct = 0; ct < 128; ++ct) {
+      const int row = 64 * t + ct / 2, col0 = 32 * (ct % 2);
+      float expected = 0;  // small integers: exact in any order
+      if (row < rows) {
+        for (int c = col0; c < col0 + 32; ++c)
+          expected += ref::bfloat16_to_float(in[size_t(row) * 64 + c]) * float(c + 1);
+      }
+      const float got = partials[size_t(t) * 128 + ct];
+      total += got;
+      expected_total += expected;
+      if (got != expected) {
+        ++bad;
+        if (bad <= 6) first += fmt::format(" tile {} thread {}: got {} expected {};", t, ct, got, expected);
+      }
+    }
+  }
+  INFO("first mismatches:" << first);
+  CHECK(bad == 0);
+  CHECK(total == expected_total);
+}
+
+}  // namespace
+
+TEST_SUITE("codegen/sm90a_blocks") {
+  TEST_CASE("each sm90a test kernel compiles with NVRTC for sm_90a: no spills, no C75xx notes") {
+    for (const TestKernels& kernels : test_kernels()) {
+      const std::string header = kernels.header;
+      CAPTURE(header);
+      const nvrtc::CompileResult result = compile_test_kernel(header, "sm_90a");
+      MESSAGE(header << " (" << result.compile_ms << " ms):\n" << register_lines(result.log));
+      REQUIRE(result.cubin.size() > 64);
+      CHECK(result.ptxas.registers > 0);
+      CHECK(result.ptxas.spill_store_bytes == 0);
+      CHECK(result.ptxas.spill_load_bytes == 0);
+      CHECK(result.ptxas.stack_frame_bytes == 0);
+      CHECK_MESSAGE(result.ptxas.serialization_notes.empty(), result.log);
+      const std::string cubin(result.cubin.begin(), result.cubin.end());
+      for (const char* symbol : kernels.symbols) CHECK_MESSAGE(contains(cubin, symbol), symbol);
+    }
+  }
+
+  TEST_CASE("the sm90a test kernels refuse sm_80 and sm_90 (no 'a') with a clear message") {
+    for (const TestKernels& kernels : test_kernels()) {
+      for (const std::string arch : {"sm_80", "sm_90"}) {
+        const std::string header = kernels.header;
+        CAPTURE(header);
+        CAPTURE(arch);
+        std::string message;
+        try {
+          compile_test_kernel(kernels.header, arch);
+        } catch (const Error& error) {
+          message = error.what();
+        }
+        CHECK_MESSAGE(contains(message, "templates/sm90a needs --gpu-architecture=sm_90a"), message);
+      }
+    }
+  }
+}
+
+TEST_SUITE("gpu/sm90a_blocks") {
+  TEST_CASE("SS-wgmma m64nNk16 x4 (K = 64) from 128B-swizzled smem matches a CPU GEMM") {
+    TSATTN_REQUIRE_SM90();
+    const Module module(sm90a_cubin("test_wgmma_gemm"));
+    std::mt19937_64 rng(0x5eed90a1);
+    const GemmCase cases[] = {{"tsattn_test_wgmma_bf16_n64", 64, true},
+                              {"tsattn_test_wgmma_bf16_n128", 128, true},
+                              {"tsattn_test_wgmma_bf16_n256", 256, true},
+                              {"tsattn_test_wgmma_f16_n64", 64, false}};
+    for (const GemmCase& g : cases) {
+      check_wgmma_gemm(module, g, true, rng);
+      check_wgmma_gemm(module, g, false, rng);
+    }
+  }
+
+  TEST_CASE("TMA round trip: 64x64 bf16 boxes with 128B swizzle, zero fill out of bounds, clipped stores") {
+    TSATTN_REQUIRE_SM90();
+    const Module module(sm90a_cubin("test_tma_roundtrip"));
+    std::mt19937_64 rng(0x5eed90a2);
+    check_tma_roundtrip(module, rng);
+  }
+
+  TEST_CASE("mbarrier ring: one TMA producer warp, a consumer warpgroup, 2 stages") {
+    TSATTN_REQUIRE_SM90();
+    const Module module(sm90a_cubin("test_mbarrier_ring"));
+    std::mt19937_64 rng(0x5eed90a3);
+    check_mbarrier_ring(module, 1, 64, rng);        // one use of one stage
+    check_mbarrier_ring(module, 2, 100, rng);       // the second tile half out of bounds
+    for (int repeat = 0; repeat < 4; ++repeat) check_mbarrier_ring(module, 33, 32 * 64 + 37, rng);  // 16 reuses
+  }
+}
+
+}  // namespace tsattn::test
