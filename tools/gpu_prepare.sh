@@ -5,6 +5,8 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh" -DTSATTN_WERROR=ON
 cd "$repo"
+# Fresh directories: entries of older template versions would only add to what is carried.
+rm -rf build/aot-cache build/deploy-cache
 build/tsattn precompile --manifest cache/manifests/default.json --arch sm_90a --out build/aot-cache
 # For the deployment story (gpu_check.sh deploy): what a serving image for two model families holds.
 for manifest in llama3 gemma; do
