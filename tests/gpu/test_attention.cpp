@@ -73,32 +73,51 @@ std::vector<Lengths> matrix_lengths(bool packed) {
           {{64, 0, 33}, {0, 40, 33}, false}};
 }
 
-// Captures prepared.call() on `stream` into a graph, then replays it `replays` times, each time
-// with fresh inputs (and, with resplit, new request lengths) written in place, checking every replay.
+// prepared.call() captured into a CUDA graph on its own stream, ready to replay.
+class CapturedCall {
+ public:
+  explicit CapturedCall(PreparedCase& prepared) {
+    const driver::Api& cu = driver::api();
+    std::string message;
+    driver::check(cu.cuStreamBeginCapture(stream_.get(), CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+    const tsattn_status status = prepared.call(stream_.get(), &message);
+    driver::check(cu.cuStreamEndCapture(stream_.get(), &graph_), "cuStreamEndCapture");
+    INFO(message);
+    REQUIRE(status == TSATTN_OK);
+    driver::check(cu.cuGraphInstantiateWithFlags(&exec_, graph_, 0), "cuGraphInstantiate");
+  }
+  ~CapturedCall() {
+    if (exec_) driver::api().cuGraphExecDestroy(exec_);
+    if (graph_) driver::api().cuGraphDestroy(graph_);
+  }
+  CapturedCall(const CapturedCall&) = delete;
+  CapturedCall& operator=(const CapturedCall&) = delete;
+
+  // Replays the graph and waits for it (throws if a kernel faulted).
+  void replay() {
+    driver::check(driver::api().cuGraphLaunch(exec_, stream_.get()), "cuGraphLaunch");
+    stream_.synchronize();
+  }
+
+ private:
+  Stream stream_;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
+// Captures prepared.call(), then replays it `replays` times, each time with fresh inputs (and,
+// with resplit, new request lengths) written in place, checking every replay.
 void check_graph_replays(PreparedCase& prepared, std::mt19937_64& rng, int replays, bool resplit) {
-  const driver::Api& cu = driver::api();
-  Stream stream;
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  std::string message;
-  driver::check(cu.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-  const tsattn_status status = prepared.call(stream.get(), &message);
-  driver::check(cu.cuStreamEndCapture(stream.get(), &graph), "cuStreamEndCapture");
-  INFO(message);
-  REQUIRE(status == TSATTN_OK);
-  driver::check(cu.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
+  CapturedCall captured(prepared);
   for (int replay = 0; replay < replays; ++replay) {
     if (replay > 0) prepared.refresh(rng, resplit);
     prepared.poison_output();
-    driver::check(cu.cuGraphLaunch(exec, stream.get()), "cuGraphLaunch");
-    stream.synchronize();
+    captured.replay();
     const ref::Comparison cmp = prepared.check();
     INFO(prepared.current().describe(), " replay ", replay);
     INFO(cmp.first_problem);
     CHECK(cmp.passed());
   }
-  cu.cuGraphExecDestroy(exec);
-  cu.cuGraphDestroy(graph);
 }
 
 TEST_SUITE("gpu/attention") {
@@ -275,32 +294,18 @@ TEST_SUITE("gpu/attention") {
       }
 
       prepared.refresh(rng, false);  // valid indptrs again
-      const driver::Api& cu = driver::api();
-      Stream stream;
-      CUgraph graph = nullptr;
-      CUgraphExec exec = nullptr;
-      std::string message;
-      driver::check(cu.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-      const tsattn_status status = prepared.call(stream.get(), &message);
-      driver::check(cu.cuStreamEndCapture(stream.get(), &graph), "cuStreamEndCapture");
-      INFO(message);
-      REQUIRE(status == TSATTN_OK);
-      driver::check(cu.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
+      CapturedCall captured(prepared);
       for (const auto& values : garbage) {
         prepared.write_device_indptrs(values, values);
-        driver::check(cu.cuGraphLaunch(exec, stream.get()), "cuGraphLaunch");
-        stream.synchronize();  // throws if the kernel faulted
+        captured.replay();  // throws if the kernel faulted
       }
       // The context is intact, and the same graph with valid indptrs is right again.
       prepared.refresh(rng, false);
       prepared.poison_output();
-      driver::check(cu.cuGraphLaunch(exec, stream.get()), "cuGraphLaunch");
-      stream.synchronize();
+      captured.replay();
       const ref::Comparison cmp = prepared.check();
       INFO(cmp.first_problem);
       CHECK(cmp.passed());
-      cu.cuGraphExecDestroy(exec);
-      cu.cuGraphDestroy(graph);
     }
   }
 
