@@ -7,16 +7,15 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include <tsattn/tsattn.hpp>
 
 #include "codegen/manifest.hpp"
 #include "common/knobs.hpp"
+#include "common/parallel.hpp"
 #include "jit/cache/entry_format.hpp"
 #include "jit/driver/device_context.hpp"
 #include "jit/driver/driver_api.hpp"
@@ -237,29 +236,23 @@ int run_warm(const WarmOptions& options) {
   // Find, copy or compile, in parallel (compiles dominate; copies are file reads and writes).
   std::vector<Outcome> outcomes(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) outcomes[i].spec = specs[i];
-  const int jobs = std::max(1, std::min(options.jobs > 0 ? options.jobs : jit::default_compile_jobs(),
-                                        static_cast<int>(specs.size())));
+  const int jobs = jit::compile_jobs(options.jobs, specs.size());
   const bool progress = !options.json && isatty(STDOUT_FILENO) == 1;
   if (!options.json)
     fmt::print("warming {} kernels for {} into {} ({} jobs)\n", specs.size(), gpu, layers->user_root, jobs);
   std::fflush(stdout);
-  std::atomic<size_t> next{0};
   std::mutex print_mutex;
   size_t done = 0;
-  auto worker = [&] {
-    for (size_t i = next++; i < outcomes.size(); i = next++) {
-      find_or_compile(outcomes[i], *layers);
-      std::lock_guard lock(print_mutex);
-      ++done;
-      if (progress) {
-        fmt::print("\r\033[K[{:>4}/{}] {}", done, outcomes.size(), canonical_name(outcomes[i].spec));
-        std::fflush(stdout);
-      }
+  for_each_parallel(outcomes.size(), jobs, [&](size_t i) {
+    find_or_compile(outcomes[i], *layers);
+    std::lock_guard lock(print_mutex);
+    ++done;
+    if (progress) {
+      fmt::print("\r\033[K[{:>4}/{}] {}", done, outcomes.size(), canonical_name(outcomes[i].spec));
+      std::fflush(stdout);
     }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < jobs; ++t) threads.emplace_back(worker);
-  for (std::thread& t : threads) t.join();
+    return true;
+  });
   if (progress) fmt::print("\r\033[K");
 
   // Load every module in device 0's primary context, the one a null-stream call uses.

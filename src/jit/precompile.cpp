@@ -3,13 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <mutex>
-#include <thread>
 
 #include "common/error.hpp"
 #include "common/knobs.hpp"
+#include "common/parallel.hpp"
 #include "jit/kernel_cache.hpp"
 
 namespace tsattn::jit {
@@ -19,6 +18,11 @@ int default_compile_jobs() {
   const int64_t by_memory =
       pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size / (int64_t{1} << 30) : 1;
   return static_cast<int>(std::max<int64_t>(1, std::min(knob_int(Knob::compile_threads), by_memory)));
+}
+
+int compile_jobs(int requested, size_t work_items) {
+  const int wanted = requested > 0 ? requested : default_compile_jobs();
+  return std::max(1, static_cast<int>(std::min<size_t>(static_cast<size_t>(wanted), work_items)));
 }
 
 PrecompileSummary precompile(const std::vector<KernelSpec>& specs, const std::string& out_dir, int jobs,
@@ -32,38 +36,31 @@ PrecompileSummary precompile(const std::vector<KernelSpec>& specs, const std::st
 
   PrecompileSummary summary;
   summary.out_dir = out_dir;
-  summary.jobs = std::max(1, std::min(jobs > 0 ? jobs : default_compile_jobs(), static_cast<int>(specs.size())));
-  std::atomic<size_t> next{0};
-  std::atomic<bool> stop{false};
+  summary.jobs = compile_jobs(jobs, specs.size());
   std::mutex mutex;
   const auto start = Clock::now();
-
-  auto worker = [&] {
-    for (size_t i = next++; i < specs.size() && !stop; i = next++) {
-      PrecompileEvent event;
-      event.name = canonical_name(specs[i]);
-      const auto begin = Clock::now();
-      try {
-        const std::shared_ptr<const CompiledKernel> kernel = cache.get(specs[i]);
-        event.status = kernel->origin == KernelOrigin::compiled ? "compiled" : "cached";
-        event.key = to_hex(kernel->key);
-      } catch (const Error& e) {
-        event.status = "failed";
-        event.error = e.what();
-        if (!keep_going) stop = true;
-      }
-      event.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
-      std::lock_guard lock(mutex);
-      if (event.status == "compiled") ++summary.compiled;
-      else if (event.status == "cached") ++summary.cached;
-      else ++summary.failed;
-      if (on_event) on_event(event);
-      summary.events.push_back(std::move(event));
+  for_each_parallel(specs.size(), summary.jobs, [&](size_t i) {
+    PrecompileEvent event;
+    event.name = canonical_name(specs[i]);
+    const auto begin = Clock::now();
+    try {
+      const std::shared_ptr<const CompiledKernel> kernel = cache.get(specs[i]);
+      event.status = kernel->origin == KernelOrigin::compiled ? "compiled" : "cached";
+      event.key = to_hex(kernel->key);
+    } catch (const Error& e) {
+      event.status = "failed";
+      event.error = e.what();
     }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < summary.jobs; ++t) threads.emplace_back(worker);
-  for (std::thread& t : threads) t.join();
+    event.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+    const bool keep_on = keep_going || event.status != "failed";
+    std::lock_guard lock(mutex);
+    if (event.status == "compiled") ++summary.compiled;
+    else if (event.status == "cached") ++summary.cached;
+    else ++summary.failed;
+    if (on_event) on_event(event);
+    summary.events.push_back(std::move(event));
+    return keep_on;
+  });
   summary.not_started = static_cast<int64_t>(specs.size()) - summary.compiled - summary.cached - summary.failed;
   summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return summary;

@@ -30,6 +30,10 @@ struct PrecompileSummary {
 // per GiB of memory (an NVRTC instance holds a few hundred MB while it compiles).
 int default_compile_jobs();
 
+// The parallelism for `work_items` compiles: `requested` if > 0, else default_compile_jobs(),
+// never more than there is work and never below 1.
+int compile_jobs(int requested, size_t work_items);
+
 // Compiles (or finds already present) every spec into out_dir's cache tree, `jobs` at a time.
 // Without keep_going, the first failure stops new compiles. on_event runs once per kernel, from
 // worker threads, one at a time. Throws Error(runtime) when out_dir cannot be written.
