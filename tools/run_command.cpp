@@ -127,7 +127,7 @@ int run_demo(const RunOptions& options) {
   };
   const tsattn_dtype dtype = TSATTN_DTYPE_BFLOAT16;
   driver::ContextScope scope(nullptr, 0);
-  const driver::DeviceInfo& device = driver::device_info(0);
+  const driver::DeviceInfo& device = scope.device();
   fmt::print("tsattn {} on {} (sm_{}{}, {} SMs)\n{}\n", version(), device.name, device.cc_major, device.cc_minor,
              device.multiprocessors, preset.description);
 

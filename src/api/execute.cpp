@@ -81,7 +81,7 @@ class UploadImage {
 void execute(const Problem& p) {
   auto stream = static_cast<CUstream>(p.stream);
   driver::ContextScope scope(stream, p.device_id);
-  const driver::DeviceInfo& device = driver::device_info(p.device_id);
+  const driver::DeviceInfo& device = scope.device();
   const std::optional<Arch> arch = arch_for_compute_capability(device.cc_major);
   if (!arch)
     raise(ErrorKind::not_implemented, "{} (compute capability {}.{}) is not supported; tsattn needs sm_80 or newer",

@@ -71,9 +71,8 @@ const DeviceInfo& device_info(int ordinal) {
   return *cache[static_cast<size_t>(ordinal)];
 }
 
-ContextScope::ContextScope(CUstream stream, int device_ordinal) {
+ContextScope::ContextScope(CUstream stream, int device_ordinal) : device_(device_info(device_ordinal)) {
   const Api& cu = api();
-  device_info(device_ordinal);  // validates the ordinal
   CUcontext current = nullptr;
   check(cu.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
   if (stream != nullptr) {

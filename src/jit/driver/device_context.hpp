@@ -35,8 +35,10 @@ class ContextScope {
   ContextScope& operator=(const ContextScope&) = delete;
 
   CUcontext context() const { return context_; }
+  const DeviceInfo& device() const { return device_; }
 
  private:
+  const DeviceInfo& device_;
   CUcontext context_ = nullptr;
   bool pushed_ = false;
 };
