@@ -6,7 +6,7 @@
 
 namespace tsattn {
 
-// Every field but the device pointers the launch fills in: tasks, num_tasks, and the indptrs
+// Every field but the device pointers the launch fills in: tiles, num_tiles, and the indptrs
 // when they were uploaded from the host.
 TsattnPrefillParams make_kernel_params(const Problem& p);
 
