@@ -8,7 +8,7 @@
 #ifndef TSATTN_PREFILL_PARAMS_H
 #define TSATTN_PREFILL_PARAMS_H
 
-#define TSATTN_PARAMS_VERSION 2
+#define TSATTN_PARAMS_VERSION 3
 
 // One query tile: rows q_tile*BLOCK_M .. of request `request`.
 struct TsattnTile {
@@ -63,6 +63,21 @@ struct TsattnPrefillParams {
   // Otherwise tiles[0 .. *num_tiles) in device memory, from the host or the device planner.
   const TsattnTile* tiles;
   const int* num_tiles;
+};
+
+// The sm90a family's second kernel parameter: TMA descriptors (the driver's opaque CUtensorMap,
+// filled by cuTensorMapEncodeTiled; 128 bytes, 128-byte aligned as CUDA 13's cuda.h declares it)
+// for q, k and v. Each is a rank-4 map {d, head, token, batch} of 16-bit elements with 128-byte
+// swizzle and box {64, 1, rows, 1} (rows = BLOCK_M for q, BLOCK_N for k and v); the packed layout
+// has batch extent 1. Out-of-range boxes are zero-filled by the hardware.
+struct TsattnTmaDescriptor {
+  alignas(128) unsigned long long opaque[16];
+};
+
+struct TsattnTensorMaps {
+  TsattnTmaDescriptor q;
+  TsattnTmaDescriptor k;
+  TsattnTmaDescriptor v;
 };
 
 #endif  // TSATTN_PREFILL_PARAMS_H

@@ -6,7 +6,7 @@
 # per step (steps.log holds them all, in order, for tools that bring back few files), bench/ for
 # the benchmark, and a short table last on stdout.
 #   usage: tools/gpu_check.sh [step ...]
-#   steps: env tests sanitizer demo deploy python bench (default: all but bench)
+#   steps: env blocks tests sanitizer demo deploy python bench (default: all but bench)
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$repo/gpu-results}"
@@ -17,8 +17,9 @@ export PYTHONUNBUFFERED=1
 export TSATTN_CACHE_RO_PATH="$repo/build/aot-cache"
 export TSATTN_CACHE_DIR="${TMPDIR:-/tmp}/tsattn-user-cache"
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(env tests sanitizer demo deploy python)
+[[ ${#steps[@]} -eq 0 ]] && steps=(env blocks tests sanitizer demo deploy python)
 summary=()
+block_index=0
 
 run_step() {  # name, log file, command...
   local name=$1 log=$2
@@ -35,8 +36,16 @@ for step in "${steps[@]}"; do
   case "$step" in
     env)
       run_step env env.log bash -c 'nvidia-smi; build/tsattn --version; build/tsattn env' ;;
+    blocks)
+      # The sm90a building blocks, one test case per process: a faulting TMA or wgmma
+      # instruction poisons its CUDA context, which would fail every later case too.
+      build/tsattn_tests -ts='gpu/sm90a_blocks' -ltc --no-version | grep -v '^\[doctest\]\|^=\|^$' >"$out/blocks.list"
+      while IFS= read -r case_name; do
+        run_step "block" "block_$((++block_index)).log" timeout 60 build/tsattn_tests -ts='gpu/sm90a_blocks' \
+          -tc="$case_name"
+      done <"$out/blocks.list" ;;
     tests)
-      run_step tests tests.log timeout 480 build/tsattn_tests -ts='gpu*' ;;
+      run_step tests tests.log timeout 480 build/tsattn_tests -ts='gpu*' -tse='gpu/sm90a_blocks' ;;
     sanitizer)
       # A representative subset under memcheck and racecheck (the full matrix is too slow there).
       run_step memcheck memcheck.log timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \

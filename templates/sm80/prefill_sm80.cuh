@@ -26,6 +26,7 @@
 #include "common/mma_sm80.cuh"
 #include "common/prelude.cuh"
 #include "common/request.cuh"
+#include "common/work_items.cuh"
 #include "prefill_params.h"
 #include "sm80/config.cuh"
 #include "sm80/tile_io.cuh"
@@ -34,7 +35,7 @@
 #error "the generated source must define TSATTN_KERNEL_NAME"
 #endif
 
-static_assert(TSATTN_PARAMS_VERSION == 2, "sm80 kernel written against TsattnPrefillParams v2");
+static_assert(TSATTN_PARAMS_VERSION == 3, "sm80 kernel written against TsattnPrefillParams v3");
 
 // Launch shape, read by the host with cuModuleGetGlobal after loading the module.
 extern "C" __device__ const int tsattn_dynamic_smem_bytes = tsattn_dev::sm80::kSmemBytes;
@@ -334,30 +335,15 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params) {
   const FragmentOffsets frag = fragment_offsets(lane);
 
   const int group_size = params.group_size > 0 ? params.group_size : 1;
-  const int heads = max(params.num_qo_heads, 0);
-  // Fixed layout: the implicit tile list (see prefill_params.h); 64-bit so no count overflows.
-  const i64 implicit_per_request = (static_cast<i64>(max(params.q_tokens, 0)) + kBlockM - 1) / kBlockM;
-  const i64 num_tiles = params.tiles ? static_cast<i64>(max(*params.num_tiles, 0))
-                                     : implicit_per_request * max(params.batch, 0);
-  const i64 items = num_tiles * heads;
+  const WorkList list = work_list<kBlockM>(params);
 
-  for (i64 w = blockIdx.x; w < items; w += gridDim.x) {
-    const i64 tile_index = w / heads;
-    TsattnTile task;
-    if (params.tiles) {
-      task = params.tiles[tile_index];
-    } else {
-      task.request = static_cast<int>(tile_index % params.batch);
-      task.q_tile = static_cast<int>(implicit_per_request - 1 - tile_index / params.batch);
-    }
-    // Tiles come from the library's own planners; these checks only make a corrupt entry do
-    // nothing instead of addressing outside the tensors. All uniform over the CTA.
-    if (task.request < 0 || task.request >= params.batch || task.q_tile < 0) continue;
-    const int b = task.request;
-    const RequestExtent req = request_extent(params, b);
-    if (static_cast<i64>(task.q_tile) * kBlockM >= req.q_len) continue;
-    const int tile_row0 = task.q_tile * kBlockM;
-    const int head = static_cast<int>(w % heads);
+  for (i64 w = blockIdx.x; w < list.items; w += gridDim.x) {
+    WorkItem item;
+    if (!work_item<kBlockM>(params, list, w, item)) continue;
+    const int b = item.request;
+    const RequestExtent req = item.extent;
+    const int tile_row0 = item.q_tile * kBlockM;
+    const int head = item.head;
 
     // Key ranges of this thread's rows (rows g and g + 8 of each of its row tiles).
     KeyRange rows[kMTiles][2];

@@ -7,6 +7,8 @@
 // out-of-bounds elements and whether sw128_offset matches the layout TMA writes. Finally one
 // thread stores the same smem box to out_map at the same coordinates with a TMA store (which
 // must clip what lies outside the tensor). status[b]: 0 ok, 1 the mbarrier wait timed out.
+// flags: kTmaTestPrefetch runs prefetch.tensormap first, kTmaTestStore does the TMA store (the
+// host runs the pieces separately, so one faulting instruction cannot hide the others).
 #ifndef TSATTN_SM90A_TEST_TMA_ROUNDTRIP_CUH
 #define TSATTN_SM90A_TEST_TMA_ROUNDTRIP_CUH
 
@@ -15,11 +17,14 @@
 
 namespace tsattn_dev {
 constexpr u64 kSm90TestTimeoutNs = 2000000000ull;  // 2 s: a test kernel reports instead of hanging
+constexpr int kTmaTestPrefetch = 1;
+constexpr int kTmaTestStore = 2;
 }
 
 extern "C" __global__ void __launch_bounds__(128, 1)
-    tsattn_test_tma_roundtrip(const __grid_constant__ tsattn_dev::TsattnTensorMap in_map,
-                              const __grid_constant__ tsattn_dev::TsattnTensorMap out_map, const int* coords,
+    tsattn_test_tma_roundtrip(const __grid_constant__ TsattnTmaDescriptor in_map,
+                              const __grid_constant__ TsattnTmaDescriptor out_map, const int* coords,
+                              int flags,
                               tsattn_dev::u16* tiles, int* status) {
   using namespace tsattn_dev;
   __shared__ __align__(1024) u8 raw[1024 + 64 * 128];
@@ -30,8 +35,10 @@ extern "C" __global__ void __launch_bounds__(128, 1)
   const int c0 = coords[2 * blockIdx.x], c1 = coords[2 * blockIdx.x + 1];
 
   if (threadIdx.x == 0) {
-    prefetch_tensormap(in_map);
-    prefetch_tensormap(out_map);
+    if (flags & kTmaTestPrefetch) {
+      prefetch_tensormap(in_map);
+      prefetch_tensormap(out_map);
+    }
     mbarrier_init(bar, 1);
     fence_mbarrier_init();
   }
@@ -53,7 +60,7 @@ extern "C" __global__ void __launch_bounds__(128, 1)
   }
   const int all_ok = __syncthreads_and(ok ? 1 : 0);
   if (threadIdx.x == 0) {
-    if (all_ok) {
+    if (all_ok && (flags & kTmaTestStore)) {
       tma_store_2d(out_map, smem_addr_u32(tile), c0, c1);
       tma_store_commit();
       tma_store_wait<0, false>();

@@ -2,9 +2,10 @@
 // transaction-counting mbarrier that TMA completes, and the fences and election they need.
 // NVRTC-clean: no includes beyond the repo's templates.
 //
-// TsattnTensorMap is the 128-byte CUtensorMap of cuda.h (which NVRTC cannot include). The host
-// fills it with cuTensorMapEncodeTiled and passes it by value as a `const __grid_constant__`
-// kernel parameter; the device only ever takes its address (tensor_map_address).
+// The tensor maps are TsattnTmaDescriptor (prefill_params.h): the 128-byte CUtensorMap of cuda.h
+// (which NVRTC cannot include), 128-byte aligned as CUDA 13 declares it. The host fills them with
+// cuTensorMapEncodeTiled and passes them by value in a `const __grid_constant__` kernel
+// parameter; the device only ever takes their address (tensor_map_address).
 //
 // mbarrier protocol (hopper_attention.md 4.2): thread 0 runs mbarrier_init for each barrier,
 // then fence_mbarrier_init() and a CTA barrier before any TMA may signal it. A "full" barrier is
@@ -17,6 +18,7 @@
 #define TSATTN_SM90A_TMA_CUH
 
 #include "common/prelude.cuh"
+#include "prefill_params.h"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "templates/sm90a needs --gpu-architecture=sm_90a (wgmma, TMA and mbarrier tx counts)"
@@ -24,11 +26,8 @@
 
 namespace tsattn_dev {
 
-// The opaque CUtensorMap (cuda.h: 64-byte aligned, 128 bytes).
-struct alignas(64) TsattnTensorMap {
-  unsigned long long v[16];
-};
-static_assert(sizeof(TsattnTensorMap) == 128, "CUtensorMap is 128 bytes");
+static_assert(sizeof(TsattnTmaDescriptor) == 128 && alignof(TsattnTmaDescriptor) == 128,
+              "TsattnTmaDescriptor mirrors CUDA 13's CUtensorMap");
 
 #if defined(__CUDA_ARCH__)
 
@@ -37,11 +36,11 @@ __device__ __forceinline__ u32 smem_addr_u32(const void* p) {
 }
 
 // The generic address of a tensor map (a __grid_constant__ parameter or global memory).
-__device__ __forceinline__ u64 tensor_map_address(const TsattnTensorMap& map) {
+__device__ __forceinline__ u64 tensor_map_address(const TsattnTmaDescriptor& map) {
   return reinterpret_cast<u64>(&map);
 }
 
-__device__ __forceinline__ void prefetch_tensormap(const TsattnTensorMap& map) {
+__device__ __forceinline__ void prefetch_tensormap(const TsattnTmaDescriptor& map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(tensor_map_address(map)) : "memory");
 }
 
@@ -132,17 +131,26 @@ __device__ __forceinline__ bool mbarrier_wait_parity_bounded(u32 bar, u32 parity
 // Loads the box at element coordinates (c0 innermost, c1) of `map` into shared memory at
 // smem_dst (1024-byte aligned for 128B swizzle) and completes `bytes` of the barrier's tx count.
 // Out-of-bounds elements (also negative coordinates) are filled with zeros.
-__device__ __forceinline__ void tma_load_2d(u32 smem_dst, const TsattnTensorMap& map, u32 bar, int c0, int c1) {
+__device__ __forceinline__ void tma_load_2d(u32 smem_dst, const TsattnTmaDescriptor& map, u32 bar, int c0, int c1) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
       ::"r"(smem_dst), "l"(tensor_map_address(map)), "r"(bar), "r"(c0), "r"(c1)
       : "memory");
 }
 
+// The same for a rank-4 map (the attention tensors: {d, head, token, batch}).
+__device__ __forceinline__ void tma_load_4d(u32 smem_dst, const TsattnTmaDescriptor& map, u32 bar, int c0, int c1,
+                                            int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];"
+      ::"r"(smem_dst), "l"(tensor_map_address(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+
 // Stores the box at (c0, c1) from shared memory; elements outside the tensor are not written.
 // The smem source must have been written through the async proxy, or fenced with
 // fence_proxy_async_shared() by its writers. Completes with tma_store_commit / tma_store_wait.
-__device__ __forceinline__ void tma_store_2d(const TsattnTensorMap& map, u32 smem_src, int c0, int c1) {
+__device__ __forceinline__ void tma_store_2d(const TsattnTmaDescriptor& map, u32 smem_src, int c0, int c1) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
                ::"l"(tensor_map_address(map)), "r"(smem_src), "r"(c0), "r"(c1)
                : "memory");

@@ -8,6 +8,9 @@
 //   - wgmma_fence / wgmma_commit / wgmma_wait<N>: wgmma.{fence,commit_group,wait_group}.
 //   - wgmma_ss<N, dtype>(): one wgmma.mma_async m64nNk16 with fp32 accumulators and both
 //     operands in shared memory (SS), for N in {64, 128, 256} and bf16/f16 inputs.
+//   - smem_desc_sw128_mnmajor(): the descriptor of an MN-major B operand (V in O += P V: rows
+//     are the K dimension (keys), 64 N-elements (head dim) per 128-byte swizzled row), and
+//     wgmma_rs<N, dtype>(): one m64nNk16 with A from registers (P) and B transposed from smem.
 //
 // Shared-memory tile layout (K-major, 128B swizzle; both A (M x K) and B (N x K) use it):
 //   a "slab" holds R rows x 64 elements of 2 bytes = R x 128 B, base 1024-byte aligned.
@@ -17,6 +20,18 @@
 //   K beyond 64 goes to a further slab (its own 1024-aligned base); never advance a
 //   descriptor linearly across slabs. Within a slab, k16 step s (s = 0..3) is the slab's
 //   descriptor with the start address advanced by 32 * s bytes (smem_desc_advance).
+//
+// MN-major B (the same bytes TMA writes for a [keys][d] tile): slab s holds d in [64s, 64s + 64)
+// for all R keys, element (key, n) at sw128_offset(key, n % 64) of slab n / 64. With the
+// transpose bit set, the descriptor's leading byte offset is the step from one 64-wide N slab to
+// the next, and its stride byte offset the step from one 8-key group to the next (1024 B). The
+// k16 step kk (keys 16kk ..) starts 16 * 128 = 2048 * kk bytes further.
+//
+// A from registers (RS), m64k16: thread t (w, g, c as below) holds four 32-bit pairs,
+//   a[0] = A(16w + g, 2c .. 2c+1)      a[1] = A(16w + g + 8, 2c .. 2c+1)
+//   a[2] = A(16w + g, 2c+8 .. 2c+9)    a[3] = A(16w + g + 8, 2c+8 .. 2c+9)
+// (low element in the low half). That is exactly the accumulator layout of columns
+// 16kk .. 16kk+15 (d[8kk .. 8kk+7] packed pairwise), so P goes from S to A without shuffles.
 //
 // Accumulator fragment (the m64nN fp32 result D, N/2 floats per thread of the warpgroup):
 //   t = thread index within the warpgroup (0..127), w = t / 32, g = (t % 32) / 4, c = t % 4.
@@ -56,6 +71,13 @@ __host__ __device__ constexpr u64 smem_desc_sw128_kmajor(u32 smem_addr) {
          (static_cast<u64>(1024u >> 4) << 32) | (static_cast<u64>(1u) << 62);
 }
 
+// MN-major (transposed B) 128B-swizzled operand: leading byte offset = the N-slab stride,
+// stride byte offset = 1024 (8 K-rows of 128 B). slab_stride_bytes < 256 KB.
+__host__ __device__ constexpr u64 smem_desc_sw128_mnmajor(u32 smem_addr, u32 slab_stride_bytes) {
+  return static_cast<u64>((smem_addr & 0x3FFFFu) >> 4) | (static_cast<u64>((slab_stride_bytes >> 4) & 0x3FFFu) << 16) |
+         (static_cast<u64>(1024u >> 4) << 32) | (static_cast<u64>(1u) << 62);
+}
+
 // The descriptor of the same slab, start moved by `bytes` (a multiple of 16; 32 per k16 step).
 __host__ __device__ constexpr u64 smem_desc_advance(u64 desc, u32 bytes) { return desc + (bytes >> 4); }
 
@@ -82,6 +104,11 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[kCount]) {
 // descriptors. scale_d == 0 ignores the old d (d = A * B^T). Specialized below for each N.
 template <int N, int dtype>
 struct WgmmaSS;
+
+// d (+)= A * B for one warpgroup: A 64x16 from registers (layout above), B 16xN MN-major in
+// shared memory. Specialized below for each N.
+template <int N, int dtype>
+struct WgmmaRS;
 
 #define TSATTN_ACC4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define TSATTN_ACC16(i) TSATTN_ACC4(i), TSATTN_ACC4(i + 4), TSATTN_ACC4(i + 8), TSATTN_ACC4(i + 12)
@@ -114,6 +141,14 @@ struct WgmmaSS;
 #define TSATTN_WGMMA_TAIL_256 " %128, %129, p, 1, 1, 0, 0;\n"
 #define TSATTN_WGMMA_PRED_256 "setp.ne.b32 p, %130, 0;\n"
 
+// RS: A is four 32-bit registers after the N/2 accumulators; imm-trans-b = 1 (MN-major B).
+#define TSATTN_WGMMA_RS_TAIL_64 " {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n"
+#define TSATTN_WGMMA_RS_PRED_64 "setp.ne.b32 p, %37, 0;\n"
+#define TSATTN_WGMMA_RS_TAIL_128 " {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n"
+#define TSATTN_WGMMA_RS_PRED_128 "setp.ne.b32 p, %69, 0;\n"
+#define TSATTN_WGMMA_RS_TAIL_256 " {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n"
+#define TSATTN_WGMMA_RS_PRED_256 "setp.ne.b32 p, %133, 0;\n"
+
 #define TSATTN_DEFINE_WGMMA_SS(N, DTYPE, TYPE)                                                   \
   template <>                                                                                   \
   struct WgmmaSS<N, DTYPE> {                                                                    \
@@ -135,7 +170,35 @@ TSATTN_DEFINE_WGMMA_SS(64, kFloat16, "f16")
 TSATTN_DEFINE_WGMMA_SS(128, kFloat16, "f16")
 TSATTN_DEFINE_WGMMA_SS(256, kFloat16, "f16")
 
+#define TSATTN_DEFINE_WGMMA_RS(N, DTYPE, TYPE)                                                   \
+  template <>                                                                                   \
+  struct WgmmaRS<N, DTYPE> {                                                                    \
+    __device__ static __forceinline__ void run(float (&d)[N / 2], const u32 (&a)[4], u64 desc_b, \
+                                               int scale_d) {                                   \
+      asm volatile("{\n.reg .pred p;\n" TSATTN_WGMMA_RS_PRED_##N                                \
+                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {"          \
+                   TSATTN_WGMMA_REGS_##N "}," TSATTN_WGMMA_RS_TAIL_##N "}\n"                    \
+                   : TSATTN_ACC_##N                                                             \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)      \
+                   : "memory");                                                                 \
+    }                                                                                           \
+  };
+
+TSATTN_DEFINE_WGMMA_RS(64, kBfloat16, "bf16")
+TSATTN_DEFINE_WGMMA_RS(128, kBfloat16, "bf16")
+TSATTN_DEFINE_WGMMA_RS(256, kBfloat16, "bf16")
+TSATTN_DEFINE_WGMMA_RS(64, kFloat16, "f16")
+TSATTN_DEFINE_WGMMA_RS(128, kFloat16, "f16")
+TSATTN_DEFINE_WGMMA_RS(256, kFloat16, "f16")
+
+#undef TSATTN_DEFINE_WGMMA_RS
 #undef TSATTN_DEFINE_WGMMA_SS
+#undef TSATTN_WGMMA_RS_TAIL_64
+#undef TSATTN_WGMMA_RS_PRED_64
+#undef TSATTN_WGMMA_RS_TAIL_128
+#undef TSATTN_WGMMA_RS_PRED_128
+#undef TSATTN_WGMMA_RS_TAIL_256
+#undef TSATTN_WGMMA_RS_PRED_256
 #undef TSATTN_WGMMA_REGS_64
 #undef TSATTN_WGMMA_TAIL_64
 #undef TSATTN_WGMMA_PRED_64
@@ -156,6 +219,12 @@ TSATTN_DEFINE_WGMMA_SS(256, kFloat16, "f16")
 template <int N, int dtype>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, int scale_d) {
   WgmmaSS<N, dtype>::run(d, desc_a, desc_b, scale_d);
+}
+
+// One m64nNk16 RS wgmma (see WgmmaRS); dtype is kBfloat16 or kFloat16.
+template <int N, int dtype>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const u32 (&a)[4], u64 desc_b, int scale_d) {
+  WgmmaRS<N, dtype>::run(d, a, desc_b, scale_d);
 }
 
 #endif  // __CUDA_ARCH__

@@ -23,6 +23,7 @@
 
 #include "codegen/embedded_templates.hpp"
 #include "jit/nvrtc/compiler.hpp"
+#include "prefill_params.h"
 #include "ref/float_formats.hpp"
 #include "support/gpu.hpp"
 
@@ -38,6 +39,8 @@ const std::vector<TestKernels>& test_kernels() {
   static const std::vector<TestKernels> all = {
       {"test_wgmma_gemm", {"tsattn_test_wgmma_bf16_n64", "tsattn_test_wgmma_bf16_n128", "tsattn_test_wgmma_bf16_n256",
         "tsattn_test_wgmma_f16_n64"}},
+      {"test_wgmma_pv", {"tsattn_test_wgmma_pv_bf16_n128", "tsattn_test_wgmma_pv_bf16_n256",
+        "tsattn_test_wgmma_pv_f16_n128"}},
       {"test_tma_roundtrip", {"tsattn_test_tma_roundtrip"}},
       {"test_mbarrier_ring", {"tsattn_test_mbarrier_ring"}},
   };
@@ -161,9 +164,10 @@ CUtensorMap bf16_tensor_map(CUdeviceptr base, uint64_t cols, uint64_t rows, uint
   return map;
 }
 
-// TsattnTensorMap (templates/sm90a/tma.cuh) is 128 bytes, 64-byte aligned (what TMA needs of the
-// parameter's address); CUDA 13's cuda.h declares CUtensorMap with alignas(128).
-static_assert(sizeof(CUtensorMap) == 128 && alignof(CUtensorMap) % 64 == 0, "TsattnTensorMap mirrors CUtensorMap");
+// TsattnTmaDescriptor (templates/prefill_params.h) mirrors CUDA 13's CUtensorMap: 128 bytes,
+// 128-byte aligned.
+static_assert(sizeof(CUtensorMap) == sizeof(TsattnTmaDescriptor) && alignof(CUtensorMap) == alignof(TsattnTmaDescriptor),
+              "TsattnTmaDescriptor mirrors CUtensorMap");
 
 // ---------------------------------------------------------------------------------------------
 // wgmma GEMM.
@@ -227,18 +231,84 @@ void check_wgmma_gemm(const Module& module, const GemmCase& g, bool grid_values,
 }
 
 // ---------------------------------------------------------------------------------------------
+// O = P V through RS wgmma with V MN-major (the attention's second GEMM).
+
+struct PvCase {
+  const char* symbol;
+  int n;
+  bool bf16;
+};
+
+// Runs one PV kernel; returns the number of mismatching elements of C (64 x n) against a
+// double-precision CPU GEMM and describes the first few in `first`.
+int run_wgmma_pv(const Module& module, const PvCase& g, int variant, bool grid_values, std::mt19937_64& rng,
+                 std::string& first) {
+  const int m = 64, k = 64, n = g.n;
+  std::vector<uint16_t> p(m * k), v(k * n);
+  std::uniform_int_distribution<int> grid(-16, 16);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (uint16_t& x : p) x = encode16(g.bf16, grid_values ? grid(rng) / 8.0f : uniform(rng));
+  for (uint16_t& x : v) x = encode16(g.bf16, grid_values ? grid(rng) / 8.0f : uniform(rng));
+  DeviceBuffer dp(p.size() * 2), dv(v.size() * 2), dc(static_cast<size_t>(m) * n * 4);
+  dp.upload(p.data(), p.size() * 2);
+  dv.upload(v.data(), v.size() * 2);
+  dc.fill_bytes(0xFF);  // NaN: an element no thread wrote stays NaN
+  Stream stream;
+  CUdeviceptr pp = dp.address(), pv = dv.address(), pc = dc.address();
+  void* params[] = {&pp, &pv, &pc, &variant};
+  launch(module.function(g.symbol), 1, 128, params, stream, g.symbol);
+  std::vector<float> c(static_cast<size_t>(m) * n);
+  dc.download(c.data(), c.size() * 4);
+  int bad = 0;
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double expected = 0, magnitude = 0;
+      for (int kk = 0; kk < k; ++kk) {
+        const double prod = double(decode16(g.bf16, p[i * k + kk])) * double(decode16(g.bf16, v[kk * n + j]));
+        expected += prod;
+        magnitude += std::fabs(prod);
+      }
+      const double got = c[static_cast<size_t>(i) * n + j];
+      const double tolerance = grid_values ? 0.0 : 1e-4 * magnitude + 1e-6;
+      if (!(std::fabs(got - expected) <= tolerance)) {
+        ++bad;
+        if (bad <= 8) first += fmt::format(" ({},{}): got {} expected {};", i, j, got, expected);
+      }
+    }
+  }
+  return bad;
+}
+
+void check_wgmma_pv(const Module& module, const PvCase& g, bool grid_values, std::mt19937_64& rng) {
+  CAPTURE(g.symbol);
+  CAPTURE(grid_values);
+  std::string first;
+  const int bad = run_wgmma_pv(module, g, 0, grid_values, rng, first);
+  INFO("first mismatches:" << first);
+  if (bad != 0) {
+    // Diagnosis only: does the descriptor work with its two byte offsets swapped?
+    std::string swapped_first;
+    const int swapped_bad = run_wgmma_pv(module, g, 1, grid_values, rng, swapped_first);
+    MESSAGE(g.symbol << ": with leading/stride byte offsets swapped, " << swapped_bad << " mismatches");
+  }
+  CHECK(bad == 0);
+}
+
+// ---------------------------------------------------------------------------------------------
 // TMA round trip.
 
-void check_tma_roundtrip(const Module& module, std::mt19937_64& rng) {
+// flags: kTmaTestPrefetch / kTmaTestStore of test_tma_roundtrip.cuh; coords: (column, row) pairs.
+constexpr int kTmaTestPrefetch = 1;
+constexpr int kTmaTestStore = 2;
+
+void check_tma_roundtrip(const Module& module, int flags, const std::vector<int>& coords, std::mt19937_64& rng) {
+  CAPTURE(flags);
   const int rows = 150, cols = 120;  // row stride 240 B: a multiple of 16
   const size_t tensor_bytes = size_t(rows) * cols * 2;
   const size_t guard = 8192;  // bytes before and after the TMA store target, must stay untouched
   std::vector<uint16_t> in(size_t(rows) * cols);
   std::uniform_int_distribution<int> bits(0, 0xFFFF);
   for (uint16_t& x : in) x = static_cast<uint16_t>(bits(rng));
-  // Six tiles covering the whole tensor (the last column/row ones cross its edges), one at an
-  // unaligned position, one at negative coordinates (mostly out of bounds).
-  const std::vector<int> coords = {0, 0, 64, 0, 0, 64, 64, 64, 0, 128, 64, 128, 56, 100, -16, -5};
   const int tiles = static_cast<int>(coords.size() / 2);
 
   DeviceBuffer din(tensor_bytes), dout(guard + tensor_bytes + guard), dcoords(coords.size() * 4),
@@ -251,7 +321,8 @@ void check_tma_roundtrip(const Module& module, std::mt19937_64& rng) {
   const CUtensorMap in_map = bf16_tensor_map(din.address(), cols, rows, cols * 2);
   const CUtensorMap out_map = bf16_tensor_map(dout.address() + guard, cols, rows, cols * 2);
   CUdeviceptr pcoords = dcoords.address(), ptiles = dtiles.address(), pstatus = dstatus.address();
-  void* params[] = {const_cast<CUtensorMap*>(&in_map), const_cast<CUtensorMap*>(&out_map), &pcoords, &ptiles, &pstatus};
+  void* params[] = {const_cast<CUtensorMap*>(&in_map), const_cast<CUtensorMap*>(&out_map), &pcoords, &flags, &ptiles,
+                    &pstatus};
   Stream stream;
   launch(module.function("tsattn_test_tma_roundtrip"), tiles, 128, params, stream, "tsattn_test_tma_roundtrip");
 
@@ -284,7 +355,8 @@ void check_tma_roundtrip(const Module& module, std::mt19937_64& rng) {
     CHECK(bad == 0);
   }
 
-  // The TMA stores: every element of the tensor written back, nothing outside it.
+  if ((flags & kTmaTestStore) == 0) return;
+  // The TMA stores: every element covered by a tile written back, nothing outside the tensor.
   std::vector<uint8_t> out(guard + tensor_bytes + guard);
   dout.download(out.data(), out.size());
   int guard_bytes_changed = 0;
@@ -396,14 +468,57 @@ TEST_SUITE("gpu/sm90a_blocks") {
     }
   }
 
-  TEST_CASE("TMA round trip: 64x64 bf16 boxes with 128B swizzle, zero fill out of bounds, clipped stores") {
+  TEST_CASE("RS-wgmma O = P V with P from registers and V MN-major (transposed) from swizzled smem") {
+    TSATTN_REQUIRE_SM90();
+    const Module module(sm90a_cubin("test_wgmma_pv"));
+    std::mt19937_64 rng(0x5eed90a4);
+    const PvCase cases[] = {{"tsattn_test_wgmma_pv_bf16_n128", 128, true},
+                            {"tsattn_test_wgmma_pv_bf16_n256", 256, true},
+                            {"tsattn_test_wgmma_pv_f16_n128", 128, false}};
+    for (const PvCase& g : cases) {
+      check_wgmma_pv(module, g, true, rng);
+      check_wgmma_pv(module, g, false, rng);
+    }
+  }
+
+  // The TMA pieces run as separate test cases (tools/gpu_check.sh runs each in its own process):
+  // a faulting instruction poisons the CUDA context and would hide the others.
+  TEST_CASE("TMA load: 64x64 bf16 boxes inside the tensor with 128B swizzle") {
     TSATTN_REQUIRE_SM90();
     const Module module(sm90a_cubin("test_tma_roundtrip"));
     std::mt19937_64 rng(0x5eed90a2);
-    check_tma_roundtrip(module, rng);
+    check_tma_roundtrip(module, 0, {0, 0, 56, 0, 0, 64, 40, 80}, rng);
   }
 
-  TEST_CASE("mbarrier ring: one TMA producer warp, a consumer warpgroup, 2 stages") {
+  TEST_CASE("TMA load: boxes crossing the tensor's edges are zero-filled outside it") {
+    TSATTN_REQUIRE_SM90();
+    const Module module(sm90a_cubin("test_tma_roundtrip"));
+    std::mt19937_64 rng(0x5eed90a5);
+    check_tma_roundtrip(module, 0, {64, 0, 0, 128, 64, 128, 56, 100, 96, 140}, rng);
+  }
+
+  TEST_CASE("TMA load: boxes at negative coordinates are zero-filled outside the tensor") {
+    TSATTN_REQUIRE_SM90();
+    const Module module(sm90a_cubin("test_tma_roundtrip"));
+    std::mt19937_64 rng(0x5eed90a8);
+    check_tma_roundtrip(module, 0, {-16, -5, -64, 0, 0, -64}, rng);
+  }
+
+  TEST_CASE("TMA load after prefetch.tensormap of the __grid_constant__ descriptors") {
+    TSATTN_REQUIRE_SM90();
+    const Module module(sm90a_cubin("test_tma_roundtrip"));
+    std::mt19937_64 rng(0x5eed90a6);
+    check_tma_roundtrip(module, kTmaTestPrefetch, {0, 0, 64, 128}, rng);
+  }
+
+  TEST_CASE("TMA store round trip: six boxes cover the tensor and stores clip at its edges") {
+    TSATTN_REQUIRE_SM90();
+    const Module module(sm90a_cubin("test_tma_roundtrip"));
+    std::mt19937_64 rng(0x5eed90a7);
+    check_tma_roundtrip(module, kTmaTestStore, {0, 0, 64, 0, 0, 64, 64, 64, 0, 128, 64, 128}, rng);
+  }
+
+  TEST_CASE("mbarrier ring: one TMA producer warp and a consumer warpgroup over 2 stages") {
     TSATTN_REQUIRE_SM90();
     const Module module(sm90a_cubin("test_mbarrier_ring"));
     std::mt19937_64 rng(0x5eed90a3);

@@ -1,0 +1,61 @@
+// common/work_items.cuh - the scheduler's work list as both kernel families read it
+// (prefill_params.h, "The scheduler's work"): item w is query head w % heads of tile w / heads,
+// taken by persistent CTAs as blockIdx.x, blockIdx.x + gridDim.x, ...
+#ifndef TSATTN_COMMON_WORK_ITEMS_CUH
+#define TSATTN_COMMON_WORK_ITEMS_CUH
+
+#include "common/prelude.cuh"
+#include "common/request.cuh"
+#include "prefill_params.h"
+
+namespace tsattn_dev {
+
+struct WorkList {
+  i64 items;                 // tiles * heads
+  i64 implicit_per_request;  // fixed layout: query tiles per request
+  int heads;
+};
+
+template <int kBlockM>
+__device__ __forceinline__ WorkList work_list(const TsattnPrefillParams& p) {
+  WorkList list;
+  list.heads = max(p.num_qo_heads, 0);
+  // 64-bit so that no count overflows.
+  list.implicit_per_request = (static_cast<i64>(max(p.q_tokens, 0)) + kBlockM - 1) / kBlockM;
+  const i64 num_tiles = p.tiles ? static_cast<i64>(max(*p.num_tiles, 0)) : list.implicit_per_request * max(p.batch, 0);
+  list.items = num_tiles * list.heads;
+  return list;
+}
+
+struct WorkItem {
+  int request;   // b
+  int q_tile;    // rows q_tile * BLOCK_M ..
+  int head;      // query head
+  RequestExtent extent;
+};
+
+// Decodes item w; false when the entry does nothing. Tiles come from the library's own planners;
+// the checks only make a corrupt entry do nothing instead of addressing outside the tensors.
+// The result is uniform over the CTA.
+template <int kBlockM>
+__device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const WorkList& list, i64 w, WorkItem& item) {
+  const i64 tile_index = w / list.heads;
+  TsattnTile tile;
+  if (p.tiles) {
+    tile = p.tiles[tile_index];
+  } else {
+    // The implicit list: q_tile descending (the last tiles of a causal request see the most keys).
+    tile.request = static_cast<int>(tile_index % p.batch);
+    tile.q_tile = static_cast<int>(list.implicit_per_request - 1 - tile_index / p.batch);
+  }
+  if (tile.request < 0 || tile.request >= p.batch || tile.q_tile < 0) return false;
+  item.request = tile.request;
+  item.q_tile = tile.q_tile;
+  item.head = static_cast<int>(w % list.heads);
+  item.extent = request_extent(p, tile.request);
+  return static_cast<i64>(tile.q_tile) * kBlockM < item.extent.q_len;
+}
+
+}  // namespace tsattn_dev
+
+#endif  // TSATTN_COMMON_WORK_ITEMS_CUH

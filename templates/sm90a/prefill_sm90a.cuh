@@ -1,0 +1,455 @@
+// sm90a/prefill_sm90a.cuh - the Hopper prefill kernel (FlashAttention-3 recipe, v1): TMA loads
+// into mbarrier rings, wgmma for both GEMMs, warp specialization with setmaxnreg.
+//
+// One CTA = 3 warpgroups and one (query tile of BLOCK_M = 128 rows, query head) work item at a
+// time, persistent over the scheduler's list (common/work_items.cuh):
+//   warpgroup 0  producer. One elected lane of warp 0 issues every TMA load: Q (D/64 boxes of
+//                64 x 128 rows), then each key tile's K and V (D/64 boxes of 64 x BLOCK_N) into a
+//                2-stage ring. The other three warps leave at once. 40 registers.
+//   warpgroups 1, 2  consumers of rows 0-63 / 64-127. Per key tile: S = Q K^T (SS wgmma,
+//                m64 n BLOCK_N, D/16 k-steps), mask, online softmax in registers, P = bf16/f16(S)
+//                straight into the A registers of O += P V (RS wgmma, m64 n D, V MN-major).
+//                232 registers: O is 64 x D fp32 = D/2 per thread.
+// Math (SPEC.md) as the sm80 family: s = q.k in fp32, p = exp2(s * scale_log2 - m), running max
+// m and sum l per row, out = O * output_scale / l; a row that sees no key writes exactly 0.
+//
+// Synchronisation (mbarriers in shared memory; "k-th use" counts from 0 over the CTA's life, the
+// producer and both consumers walk the same (item, key tile) sequence, so their counters agree):
+//   q_full      1 arrival (producer's expect_tx) + Q's bytes. The k-th Q load completes phase k.
+//   q_empty     256 arrivals: every consumer thread, once its last S GEMM of the item retired.
+//   k_full[s], v_full[s]   1 arrival + the tile's bytes.
+//   k_empty[s], v_empty[s] 256 arrivals: every consumer thread after the wgmma reading the stage
+//               retired (wgmma_wait), so TMA never overwrites operands in flight.
+// Waiters use parity (k & 1) for the k-th completion; a producer's k-th wait for an empty
+// barrier uses (k & 1) ^ 1, which a fresh barrier passes at once.
+//
+// Which keys a tile visits: the union of its rows' ranges (common/mask.cuh), computed by every
+// warp on its own from the params (no barrier); the element mask runs only on key tiles where
+// some row of the warp does not see every key.
+//
+// Packed layout: Q/K/V boxes past a request's end hold the next request's rows (the tensor maps
+// span the whole packed tensor). Their scores are masked to -inf, so p = 0 there; but 0 * inf is
+// NaN, so the V rows past kv_len of a tile that crosses the request's end are zeroed in shared
+// memory before the PV GEMM (non-finite values in one request must not reach another).
+#ifndef TSATTN_SM90A_PREFILL_SM90A_CUH
+#define TSATTN_SM90A_PREFILL_SM90A_CUH
+
+#include "common/mask.cuh"
+#include "common/prelude.cuh"
+#include "common/request.cuh"
+#include "common/work_items.cuh"
+#include "prefill_params.h"
+#include "sm90a/tma.cuh"
+#include "sm90a/wgmma.cuh"
+
+#if !defined(TSATTN_KERNEL_NAME) || !defined(TSATTN_HEAD_DIM) || !defined(TSATTN_INPUT_DTYPE) ||     \
+    !defined(TSATTN_OUTPUT_DTYPE) || !defined(TSATTN_BLOCK_M) || !defined(TSATTN_BLOCK_N) || \
+    !defined(TSATTN_NUM_WARPS)
+#error "the generated source must define TSATTN_KERNEL_NAME, TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS"
+#endif
+
+static_assert(TSATTN_PARAMS_VERSION == 3, "sm90a kernel written against TsattnPrefillParams v3");
+
+namespace tsattn_dev {
+namespace sm90a {
+
+constexpr int kHeadDim = TSATTN_HEAD_DIM;
+constexpr int kInputDtype = TSATTN_INPUT_DTYPE;
+constexpr int kOutputDtype = TSATTN_OUTPUT_DTYPE;
+constexpr int kBlockM = TSATTN_BLOCK_M;
+constexpr int kBlockN = TSATTN_BLOCK_N;
+constexpr int kThreads = TSATTN_NUM_WARPS * 32;
+constexpr int kConsumerThreads = 256;
+
+static_assert(kHeadDim == 128 || kHeadDim == 256, "head dim 128 or 256");
+static_assert(kInputDtype == kFloat16 || kInputDtype == kBfloat16, "16-bit inputs (e4m3 runs on the sm80 family)");
+static_assert(kOutputDtype >= kFloat16 && kOutputDtype <= kE4m3, "output dtype code 0, 1 or 2");
+static_assert(kBlockM == 128 && kThreads == 384, "one producer and two consumer warpgroups of 64 rows");
+static_assert(kBlockN % 16 == 0 && (kBlockN == 64 || kBlockN == 128 || kBlockN == 256),
+              "BLOCK_N is a wgmma N this file instantiates (64, 128, 256)");
+
+// Register budgets (setmaxnreg). The launch gives 168 per thread (__launch_bounds__(384, 1));
+// 128 * 40 + 256 * 232 = 64512 = 384 * 168, so the consumers' increase can always be granted.
+constexpr int kProducerRegisters = 40;
+constexpr int kConsumerRegisters = 232;
+
+// Shared memory (from a 1024-byte aligned base; every slab is 1024-aligned for the 128B swizzle).
+constexpr int kSlabs = kHeadDim / 64;                  // 64-column slabs per row
+constexpr u32 kQSlabBytes = kBlockM * 128;
+constexpr u32 kQBytes = kSlabs * kQSlabBytes;
+constexpr u32 kKvSlabBytes = kBlockN * 128;
+constexpr u32 kKvTileBytes = kSlabs * kKvSlabBytes;
+constexpr int kStages = 2;
+constexpr u32 kQOffset = 0;
+constexpr u32 kKOffset = kQOffset + kQBytes;
+constexpr u32 kVOffset = kKOffset + kStages * kKvTileBytes;
+constexpr u32 kBarrierOffset = kVOffset + kStages * kKvTileBytes;
+// Barriers: q_full, q_empty, k_full[2], k_empty[2], v_full[2], v_empty[2].
+constexpr u32 kQFull = 0, kQEmpty = 1, kKFull = 2, kKEmpty = 4, kVFull = 6, kVEmpty = 8, kNumBarriers = 10;
+constexpr u32 kSmemBytes = 1024 + kBarrierOffset + 8 * kNumBarriers;
+static_assert(kSmemBytes <= 232448, "fits the 227 KB a Hopper CTA may use");
+
+constexpr int kSAccum = kBlockN / 2;   // S accumulators per thread (m64 x BLOCK_N)
+constexpr int kOAccum = kHeadDim / 2;  // O accumulators per thread (m64 x D)
+constexpr int kPSteps = kBlockN / 16;  // k16 steps of the PV GEMM
+
+// Named barrier for the two consumer warpgroups (0 is __syncthreads).
+constexpr u32 kConsumerBarrier = 1;
+
+__device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+template <int kRegisters>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegisters));
+}
+
+template <int kRegisters>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegisters));
+}
+
+__device__ __forceinline__ int warp_min(int v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ int warp_max(int v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+  return v;
+}
+
+// The key tiles a work item visits: [first_key, first_key + num_tiles * BLOCK_N), the union of
+// the visible ranges of the tile's rows below q_len. Computed by a whole warp (lane l takes rows
+// l, l + 32, ...); every warp gets the same answer.
+struct KeyTiles {
+  int first_key;
+  int num_tiles;
+};
+
+__device__ __forceinline__ KeyTiles key_tiles_of(const TsattnPrefillParams& p, const WorkItem& item, int lane) {
+  const RequestExtent& req = item.extent;
+  const int row0 = item.q_tile * kBlockM;
+  int lo = kEmptyLo, hi = kEmptyHi;
+#pragma unroll
+  for (int r = lane; r < kBlockM; r += 32) {
+    if (row0 + r < req.q_len) {
+      const KeyRange range = row_key_range(p, req, item.request, row0 + r);
+      lo = min(lo, range.lo);
+      hi = max(hi, range.hi);
+    }
+  }
+  lo = warp_min(lo);
+  hi = warp_max(hi);
+  if (lo == kEmptyLo) return {0, 0};
+  const int first = (lo / kBlockN) * kBlockN;
+  return {first, (hi - first) / kBlockN + 1};
+}
+
+// The batch coordinate of a request in the rank-4 maps {d, head, token, batch}: the packed
+// layout has one batch entry (tokens are absolute there).
+__device__ __forceinline__ int batch_coord(const WorkItem& item) { return TSATTN_PACKED ? 0 : item.request; }
+
+// Waits for a barrier phase. A wait that lasts kWaitTrapNs means a broken protocol, not a slow
+// tile (one takes microseconds): trap, so the call fails with an error instead of hanging the GPU.
+constexpr u64 kWaitTrapNs = 10000000000ull;
+
+__device__ __forceinline__ void wait_phase(u32 bar, u32 parity) {
+  if (!mbarrier_wait_parity_bounded(bar, parity, kWaitTrapNs)) __trap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Producer: one elected lane of warp 0.
+
+__device__ __forceinline__ void produce(const TsattnPrefillParams& params, const TsattnTensorMaps& maps, u32 smem,
+                                        u32 bars) {
+  const int lane = threadIdx.x % 32;
+  const bool leader = elect_one_sync();
+  const int group_size = params.group_size > 0 ? params.group_size : 1;
+  const WorkList list = work_list<kBlockM>(params);
+  u32 q_uses = 0, kv_uses = 0;
+  for (i64 w = blockIdx.x; w < list.items; w += gridDim.x) {
+    WorkItem item;
+    if (!work_item<kBlockM>(params, list, w, item)) continue;
+    const KeyTiles tiles = key_tiles_of(params, item, lane);
+    if (tiles.num_tiles == 0) continue;  // the consumers write zeros without Q or K/V
+    if (leader) {
+      const int batch = batch_coord(item);
+      const int q_token = item.extent.q_begin + item.q_tile * kBlockM;
+      wait_phase(bars + 8 * kQEmpty, (q_uses & 1) ^ 1);
+      mbarrier_arrive_expect_tx(bars + 8 * kQFull, kQBytes);
+#pragma unroll
+      for (int s = 0; s < kSlabs; ++s)
+        tma_load_4d(smem + kQOffset + s * kQSlabBytes, maps.q, bars + 8 * kQFull, 64 * s, item.head, q_token, batch);
+      const int kv_head = item.head / group_size;
+      for (int t = 0; t < tiles.num_tiles; ++t, ++kv_uses) {
+        const u32 stage = kv_uses % kStages, parity = ((kv_uses / kStages) & 1) ^ 1;
+        const int token = item.extent.kv_begin + tiles.first_key + t * kBlockN;
+        wait_phase(bars + 8 * (kKEmpty + stage), parity);
+        mbarrier_arrive_expect_tx(bars + 8 * (kKFull + stage), kKvTileBytes);
+#pragma unroll
+        for (int s = 0; s < kSlabs; ++s)
+          tma_load_4d(smem + kKOffset + stage * kKvTileBytes + s * kKvSlabBytes, maps.k, bars + 8 * (kKFull + stage),
+                      64 * s, kv_head, token, batch);
+        wait_phase(bars + 8 * (kVEmpty + stage), parity);
+        mbarrier_arrive_expect_tx(bars + 8 * (kVFull + stage), kKvTileBytes);
+#pragma unroll
+        for (int s = 0; s < kSlabs; ++s)
+          tma_load_4d(smem + kVOffset + stage * kKvTileBytes + s * kKvSlabBytes, maps.v, bars + 8 * (kVFull + stage),
+                      64 * s, kv_head, token, batch);
+      }
+    } else {
+      kv_uses += tiles.num_tiles;
+    }
+    ++q_uses;
+    __syncwarp();  // the other lanes wait for the leader before the next item's shuffles
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consumers.
+
+// This thread's two rows within its warpgroup's 64: g and g + 8 of its warp's 16.
+struct RowState {
+  KeyRange range[2];
+  float m[2];  // running max of raw scores
+  float l[2];  // this thread's partial sum of p
+};
+
+// Sets scores of invisible keys to -inf. d[i] holds row g + 8 * ((i % 4) / 2), key
+// n0 + 8 * (i / 4) + 2c + (i % 2).
+__device__ __forceinline__ void apply_mask(float (&s)[kSAccum], const RowState& rows, int n0, int c) {
+  const float ninf = neg_inf();
+#pragma unroll
+  for (int i = 0; i < kSAccum; ++i) {
+    const int j = n0 + 8 * (i / 4) + 2 * c + (i % 2);
+    if (!key_visible(rows.range[(i % 4) / 2], j)) s[i] = ninf;
+  }
+}
+
+// Online softmax step: updates m and l, rescales O, turns scores into p in place. Fully masked
+// rows so far (m = -inf) use offset 0, so p = exp2(-inf) = 0 and never exp2(-inf + inf) = NaN.
+__device__ __forceinline__ void online_softmax(float (&s)[kSAccum], float (&o)[kOAccum], RowState& rows,
+                                               float scale_log2) {
+  const float ninf = neg_inf();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float row_max = rows.m[h];
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) row_max = fmaxf(row_max, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+    // The four threads of a quad hold the same row.
+    row_max = fmaxf(row_max, __shfl_xor_sync(0xFFFFFFFFu, row_max, 1));
+    row_max = fmaxf(row_max, __shfl_xor_sync(0xFFFFFFFFu, row_max, 2));
+    const float offset = row_max == ninf ? 0.0f : row_max * scale_log2;
+    const float alpha = fast_exp2(rows.m[h] * scale_log2 - offset);
+    rows.m[h] = row_max;
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float pe = fast_exp2(fmaf(s[4 * j + 2 * h + e], scale_log2, -offset));
+        s[4 * j + 2 * h + e] = pe;
+        sum += pe;
+      }
+    }
+    rows.l[h] = rows.l[h] * alpha + sum;
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      o[4 * j + 2 * h] *= alpha;
+      o[4 * j + 2 * h + 1] *= alpha;
+    }
+  }
+}
+
+template <int dtype>
+__device__ __forceinline__ u32 pack_input_pair(float lo, float hi) {
+  if constexpr (dtype == kBfloat16)
+    return pack_bf16x2(lo, hi);
+  else
+    return pack_f16x2(lo, hi);
+}
+
+// Zeroes rows [first_row, BLOCK_N) of a K/V stage (all slabs), by all consumer threads, and
+// publishes the zeros to the async proxy (wgmma) for both consumer warpgroups.
+__device__ __forceinline__ void zero_tile_rows(u32 tile, int first_row, int consumer_thread) {
+  const int chunks = (kBlockN - first_row) * 8;  // 16-byte chunks per slab
+  for (int c = consumer_thread; c < chunks * kSlabs; c += kConsumerThreads) {
+    const int slab = c / chunks, rest = c % chunks;
+    const u32 addr = tile + slab * kKvSlabBytes + (first_row + rest / 8) * 128 + (rest % 8) * 16;
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(addr), "r"(0u) : "memory");
+  }
+  fence_proxy_async_shared();
+  named_barrier_sync(kConsumerBarrier, kConsumerThreads);
+}
+
+// Normalizes O and writes this thread's rows (below q_len) as pairs of the output dtype.
+__device__ __forceinline__ void write_output(const TsattnPrefillParams& params, const WorkItem& item,
+                                             float (&o)[kOAccum], const RowState& rows, int row_in_tile, int c) {
+  constexpr int kOutBytes = dtype_bytes(kOutputDtype);
+  float inv[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    // The four threads of a quad hold the same row (all lanes shuffle; rows past q_len only
+    // skip the stores below).
+    float sum = rows.l[h];
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
+    // l == 0: the row saw no key (or every p underflowed): output 0, never 0/0.
+    inv[h] = sum > 0.0f ? params.output_scale / sum : 0.0f;
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = item.q_tile * kBlockM + row_in_tile + 8 * h;
+    if (row >= item.extent.q_len) continue;
+    char* const out_row = static_cast<char*>(params.out) +
+                          token_offset(params.out_batch_stride, params.out_token_stride, params.out_head_stride,
+                                       item.request, item.extent.q_begin + row, item.head) * kOutBytes;
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      const u32 v = pack_pair<kOutputDtype>(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
+      char* const dst = out_row + (8 * j + 2 * c) * kOutBytes;
+      if constexpr (kOutBytes == 2)
+        *reinterpret_cast<u32*>(dst) = v;
+      else
+        *reinterpret_cast<u16*>(dst) = static_cast<u16>(v);
+    }
+  }
+}
+
+__device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 smem, u32 bars, int consumer) {
+  const int t = threadIdx.x % 128;  // thread within the warpgroup
+  const int lane = t % 32, warp = t / 32, g = lane / 4, c = lane % 4;
+  const int row_in_tile = 64 * consumer + 16 * warp + g;  // this thread's first row (second: + 8)
+  const WorkList list = work_list<kBlockM>(params);
+  u32 q_uses = 0, kv_uses = 0;
+
+  for (i64 w = blockIdx.x; w < list.items; w += gridDim.x) {
+    WorkItem item;
+    if (!work_item<kBlockM>(params, list, w, item)) continue;
+    const KeyTiles tiles = key_tiles_of(params, item, lane);
+    RowState rows;
+    int warp_full_from = -0x7FFFFFFF - 1, warp_full_to = 0x7FFFFFFF;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = item.q_tile * kBlockM + row_in_tile + 8 * h;
+      const bool valid = i < item.extent.q_len;
+      rows.range[h] = valid ? row_key_range(params, item.extent, item.request, i) : KeyRange{kEmptyLo, kEmptyHi};
+      rows.m[h] = neg_inf();
+      rows.l[h] = 0.0f;
+      // Rows at or past q_len are never written: they take no part in the mask decision.
+      if (valid) {
+        warp_full_from = max(warp_full_from, rows.range[h].lo);
+        warp_full_to = min(warp_full_to, rows.range[h].hi);
+      }
+    }
+    warp_full_from = warp_max(warp_full_from);
+    warp_full_to = warp_min(warp_full_to);
+
+    float o[kOAccum];
+#pragma unroll
+    for (int i = 0; i < kOAccum; ++i) o[i] = 0.0f;
+
+    if (tiles.num_tiles > 0) {
+      wait_phase(bars + 8 * kQFull, q_uses & 1);
+      const u32 q_slab0 = smem + kQOffset + 64 * consumer * 128;  // this warpgroup's 64 rows
+      for (int tile = 0; tile < tiles.num_tiles; ++tile, ++kv_uses) {
+        const u32 stage = kv_uses % kStages, parity = (kv_uses / kStages) & 1;
+        const int n0 = tiles.first_key + tile * kBlockN;
+        const u32 k_tile = smem + kKOffset + stage * kKvTileBytes;
+        const u32 v_tile = smem + kVOffset + stage * kKvTileBytes;
+
+        float s[kSAccum];
+        wait_phase(bars + 8 * (kKFull + stage), parity);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+          const u32 slab_offset = (kk / 4) * kQSlabBytes, step = 32 * (kk % 4);
+          wgmma_ss<kBlockN, kInputDtype>(s, smem_desc_sw128_kmajor(q_slab0 + slab_offset + step),
+                                         smem_desc_sw128_kmajor(k_tile + (kk / 4) * kKvSlabBytes + step), kk > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operands(s);
+        mbarrier_arrive(bars + 8 * (kKEmpty + stage));
+        if (tile + 1 == tiles.num_tiles) mbarrier_arrive(bars + 8 * kQEmpty);  // Q is read for the last time
+
+        const bool full = warp_full_from <= n0 && n0 + kBlockN - 1 <= warp_full_to;
+        if (!full) apply_mask(s, rows, n0, c);
+        online_softmax(s, o, rows, params.scale_log2);
+        u32 a[kPSteps][4];
+#pragma unroll
+        for (int kk = 0; kk < kPSteps; ++kk) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) a[kk][r] = pack_input_pair<kInputDtype>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+        }
+
+        wait_phase(bars + 8 * (kVFull + stage), parity);
+#if TSATTN_PACKED
+        // The tile crosses the request's end: its rows past kv_len belong to the next request.
+        if (n0 + kBlockN > item.extent.kv_len) zero_tile_rows(v_tile, item.extent.kv_len - n0, threadIdx.x - 128);
+#endif
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kPSteps; ++kk)
+          wgmma_rs<kHeadDim, kInputDtype>(o, a[kk], smem_desc_advance(smem_desc_sw128_mnmajor(v_tile, kKvSlabBytes), 2048u * kk), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operands(o);
+        mbarrier_arrive(bars + 8 * (kVEmpty + stage));
+      }
+      ++q_uses;
+    }
+    write_output(params, item, o, rows, row_in_tile, c);
+  }
+}
+
+__device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params, const TsattnTensorMaps& maps) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const u32 raw = smem_addr_u32(smem_raw);
+  const u32 smem = (raw + 1023u) & ~1023u;  // kSmemBytes has the slack
+  const u32 bars = smem + kBarrierOffset;
+  if (threadIdx.x == 0) {
+    prefetch_tensormap(maps.q);
+    prefetch_tensormap(maps.k);
+    prefetch_tensormap(maps.v);
+    mbarrier_init(bars + 8 * kQFull, 1);
+    mbarrier_init(bars + 8 * kQEmpty, kConsumerThreads);
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(bars + 8 * (kKFull + s), 1);
+      mbarrier_init(bars + 8 * (kKEmpty + s), kConsumerThreads);
+      mbarrier_init(bars + 8 * (kVFull + s), 1);
+      mbarrier_init(bars + 8 * (kVEmpty + s), kConsumerThreads);
+    }
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {
+    setmaxnreg_dec<kProducerRegisters>();
+    if (threadIdx.x < 32) produce(params, maps, smem, bars);
+  } else {
+    setmaxnreg_inc<kConsumerRegisters>();
+    consume(params, smem, bars, warpgroup - 1);
+  }
+}
+
+}  // namespace sm90a
+}  // namespace tsattn_dev
+
+// Launch shape, read by the host with cuModuleGetGlobal after loading the module.
+extern "C" __device__ const int tsattn_dynamic_smem_bytes = tsattn_dev::sm90a::kSmemBytes;
+extern "C" __device__ const int tsattn_threads_per_cta = tsattn_dev::sm90a::kThreads;
+extern "C" __device__ const int tsattn_block_m = TSATTN_BLOCK_M;
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+    TSATTN_KERNEL_NAME(const __grid_constant__ TsattnPrefillParams params,
+                       const __grid_constant__ TsattnTensorMaps maps) {
+  tsattn_dev::sm90a::run_prefill(params, maps);
+}
+
+#endif  // TSATTN_SM90A_PREFILL_SM90A_CUH
