@@ -164,8 +164,9 @@ int run_demo(const RunOptions& options) {
   const double first_done_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - first_start).count();
   const tsattn_cache_stats after = cache_stats();
-  fmt::print("kernel from: {}; first call returned after {:.2f} ms (host: find + load + launch), done after {:.2f} ms\n",
-             kernel_source(before, after), first_call_ms, first_done_ms);
+  fmt::print("kernel {} from: {}; first call returned after {:.2f} ms (host: find + load + launch), done after "
+             "{:.2f} ms\n",
+             last_kernel_name(), kernel_source(before, after), first_call_ms, first_done_ms);
   if (options.stats) print_cache_stats(after);
 
   // Check against the CPU oracle.

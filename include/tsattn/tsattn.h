@@ -146,6 +146,16 @@ TSATTN_API tsattn_status tsattn_precompile(const char* manifest_path, const char
  * next tsattn call on this thread. */
 TSATTN_API const char* tsattn_last_error_message(void);
 
+/* Which kernel the last tsattn_batch_prefill call on this thread launched: its canonical name,
+ * "prefill.<family>.<cubin arch>.d<D>.<in>_<out>.<mask>.<layout>", for example
+ * "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed" (the Hopper family) or
+ * "prefill.sm80.sm_90a.d128.e4m3_bf16.dense.packed" (the portable family, compiled for Hopper).
+ * "" before the first call, and after a call that failed or had nothing to launch (no query
+ * rows): every call starts by clearing it. Never NULL; valid until the next tsattn_batch_prefill
+ * call on this thread. A launch queued on a stream is reported even though the kernel may not
+ * have run yet. */
+TSATTN_API const char* tsattn_last_kernel_name(void);
+
 TSATTN_API const char* tsattn_version_string(void); /* "MAJOR.MINOR.PATCH" */
 TSATTN_API int32_t tsattn_abi_version(void);        /* TSATTN_ABI_VERSION of the library */
 

@@ -101,4 +101,8 @@ inline void batch_prefill(const Tensor& q, const Tensor& k, const Tensor& v, con
 
 inline std::string version() { return tsattn_version_string(); }
 
+// The canonical name of the kernel the last batch_prefill on this thread launched ("" if that call
+// launched none); see tsattn_last_kernel_name.
+inline std::string last_kernel_name() { return tsattn_last_kernel_name(); }
+
 }  // namespace tsattn

@@ -5,8 +5,9 @@ for where it looks) and raises RuntimeError naming every place it looked if it i
 """
 
 from ._api import batch_prefill
-from ._tools import cache_info, library_path, library_version, precompile
+from ._tools import cache_info, last_kernel_name, library_path, library_version, precompile
 
 __version__ = "0.1.0"
 
-__all__ = ["batch_prefill", "cache_info", "library_path", "library_version", "precompile", "__version__"]
+__all__ = ["batch_prefill", "cache_info", "last_kernel_name", "library_path", "library_version", "precompile",
+           "__version__"]

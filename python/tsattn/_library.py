@@ -106,6 +106,7 @@ _OPTIONAL_PROTOTYPES = {
         ctypes.c_int,
         [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, _I64_P, _I64_P, _I64_P],
     ),
+    "tsattn_last_kernel_name": (ctypes.c_char_p, []),
 }
 
 _lock = threading.Lock()

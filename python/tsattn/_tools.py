@@ -1,4 +1,4 @@
-"""Library-level helpers: version, kernel-cache counters, ahead-of-time compilation."""
+"""Library-level helpers: version, the last kernel launched, kernel-cache counters, ahead-of-time compilation."""
 
 from __future__ import annotations
 
@@ -18,6 +18,16 @@ def library_version() -> str:
 def library_path() -> str:
     """Where libtsattn was loaded from."""
     return _library.library_path()
+
+
+def last_kernel_name() -> str:
+    """The canonical name of the kernel the last ``batch_prefill`` on this thread launched, e.g.
+    ``"prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed"`` (family, cubin arch, head dim, input and
+    output dtypes, mask, layout); ``""`` before any call and after a call that failed or had nothing
+    to launch. Shows which kernel family ran (Hopper GPUs run fp8 inputs, for one, on ``sm80``).
+    """
+    name = _library.function("tsattn_last_kernel_name")()
+    return name.decode() if name else ""
 
 
 def cache_info() -> Dict[str, int]:

@@ -19,6 +19,9 @@
 namespace {
 
 thread_local std::string last_error;
+// The canonical name of the kernel the last batch_prefill on this thread launched. Points into the
+// module table, whose entries live as long as the process, so setting it copies no string.
+thread_local const char* last_kernel = "";
 
 template <class Body>
 tsattn_status guarded(Body&& body) noexcept {
@@ -58,9 +61,11 @@ TSATTN_API tsattn_status tsattn_batch_prefill(const tsattn_tensor_view* q, const
                                               const tsattn_tensor_view* kv_indptr,
                                               const tsattn_prefill_options* options,
                                               const tsattn_tensor_view* out) {
+  last_kernel = "";
   return guarded([&] {
     const tsattn::Arguments args{q, k, v, qo_indptr, kv_indptr, options, out};
-    tsattn::execute(tsattn::validate_arguments(args, tsattn::Residency::cuda));
+    const char* launched = tsattn::execute(tsattn::validate_arguments(args, tsattn::Residency::cuda));
+    if (launched != nullptr) last_kernel = launched;
   });
 }
 
@@ -99,6 +104,8 @@ TSATTN_API tsattn_status tsattn_precompile(const char* manifest_path, const char
 }
 
 TSATTN_API const char* tsattn_last_error_message(void) { return last_error.c_str(); }
+
+TSATTN_API const char* tsattn_last_kernel_name(void) { return last_kernel; }
 
 TSATTN_API const char* tsattn_version_string(void) { return TSATTN_VERSION_STRING; }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include <tsattn/tsattn.hpp>
@@ -21,6 +22,7 @@
 #include "jit/kernel_cache.hpp"
 #include "plan/host_plan.hpp"
 #include "plan/kernel_params.hpp"
+#include "plan/tensor_maps.hpp"
 
 namespace tsattn {
 
@@ -35,6 +37,53 @@ KernelFamily choose_family(const driver::DeviceInfo& device) {
   for (const FamilyAxes& axes : kernel_families())
     if (axes.family == KernelFamily::sm90a && device.cc_major == 9) return KernelFamily::sm90a;
   return KernelFamily::sm80;
+}
+
+// What runs a problem: its spec and, for the sm90a family, the spec's tile and TMA descriptors.
+struct KernelChoice {
+  KernelSpec spec;
+  TileConfig tile{};
+  TsattnTensorMaps maps{};
+};
+
+// Why the table has no sm90a kernel for a spec of that family. Static text: an fp8 call on Hopper
+// comes here on every call, and must build no string unless the fallback is logged.
+const char* sm90a_table_gap(const KernelSpec& spec) {
+  if (spec.arch != Arch::sm_90a) return "sm90a kernels run only on compute capability 9.0 (sm_90a cubins)";
+  if (spec.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN) return "e4m3 inputs are not on the sm90a path yet";
+  return "the table of supported kernels has no sm90a kernel for it";
+}
+
+// A fallback is a performance surprise, so it is said at warn level the first time per spec and
+// reason, and at info level on every later call. Nothing is formatted when warnings are off.
+void log_fallback(const KernelSpec& wanted, const KernelSpec& used, std::string_view reason) {
+  if (!log_enabled(LogLevel::warn)) return;
+  const std::string wanted_name = canonical_name(wanted);
+  const std::string message =
+      fmt::format("sm90a path not usable for {}: {}; using {}", wanted_name, reason, canonical_name(used));
+  if (!warn_once(fmt::format("execute.sm90a_fallback:{}:{}", wanted_name, reason), message))
+    log(LogLevel::info, message);
+}
+
+// The family's spec for p; an sm90a spec that the table lacks, or whose TMA descriptors p cannot
+// have, becomes the sm80 spec of the same problem (which every arch and problem has).
+KernelChoice choose_kernel(const Problem& p, const driver::DeviceInfo& device, Arch arch) {
+  KernelChoice choice{spec_for_problem(p, choose_family(device), arch)};
+  if (choice.spec.family != KernelFamily::sm90a) return choice;
+  KernelChoice portable{choice.spec};
+  portable.spec.family = KernelFamily::sm80;
+  if (!is_supported(choice.spec)) {
+    log_fallback(choice.spec, portable.spec, sm90a_table_gap(choice.spec));
+    return portable;
+  }
+  choice.tile = tile_config(choice.spec);
+  TensorMapsOrReason maps = make_tensor_maps(p, choice.tile.block_m, choice.tile.block_n);
+  if (!maps.ok()) {
+    log_fallback(choice.spec, portable.spec, maps.reason);
+    return portable;
+  }
+  choice.maps = maps.maps;
+  return choice;
 }
 
 // Device memory for one call, allocated and freed in stream order (so concurrent calls on
@@ -78,7 +127,7 @@ class UploadImage {
 
 }  // namespace
 
-void execute(const Problem& p) {
+const char* execute(const Problem& p) {
   auto stream = static_cast<CUstream>(p.stream);
   driver::ContextScope scope(stream, p.device_id);
   const driver::DeviceInfo& device = scope.device();
@@ -86,7 +135,8 @@ void execute(const Problem& p) {
   if (!arch)
     raise(ErrorKind::not_implemented, "{} (compute capability {}.{}) is not supported; tsattn needs sm_80 or newer",
           device.name, device.cc_major, device.cc_minor);
-  const KernelSpec spec = spec_for_problem(p, choose_family(device), *arch);
+  KernelChoice choice = choose_kernel(p, device, *arch);
+  const KernelSpec& spec = choice.spec;
 
   const driver::LoadedKernel& kernel = driver::loaded_kernel(scope.context(), spec.id(), [&] {
     std::shared_ptr<const jit::CompiledKernel> compiled = jit::KernelCache::process().get(spec);
@@ -94,6 +144,11 @@ void execute(const Problem& p) {
     // The kernel cache keeps every CompiledKernel alive, so the span stays valid.
     return driver::ModuleSource{compiled->name, compiled->symbol, compiled->cubin, spec.layout == Layout::packed};
   });
+
+  // The q descriptor's box is BLOCK_M rows as the table says; the module must agree.
+  if (spec.family == KernelFamily::sm90a && kernel.block_m != choice.tile.block_m)
+    raise(ErrorKind::runtime, "kernel {} has BLOCK_M {} but the table of supported kernels says {}", kernel.name,
+          kernel.block_m, choice.tile.block_m);
 
   TsattnPrefillParams params = make_kernel_params(p);
   const driver::Api& cu = driver::api();
@@ -110,7 +165,7 @@ void execute(const Problem& p) {
             "the plan would be baked into the graph; pass them on the GPU to capture this call");
     const std::vector<TsattnTile> tiles = plan_tiles_on_host(p, kernel.block_m);
     max_tiles = static_cast<int64_t>(tiles.size());
-    if (max_tiles == 0) return;  // no query rows
+    if (max_tiles == 0) return nullptr;  // no query rows
     const int num_tiles = static_cast<int>(tiles.size());
     UploadImage image;
     const size_t count_offset = image.append(&num_tiles, 1);
@@ -143,7 +198,7 @@ void execute(const Problem& p) {
     // can be captured. Sanitized requests never exceed this bound.
     max_tiles = std::min<int64_t>((p.q_tokens + block_m - 1) / block_m + p.batch, std::numeric_limits<int>::max());
     if (kernel.planner == nullptr) raise(ErrorKind::runtime, "kernel {} has no device planner for GPU indptrs", kernel.name);
-    if (max_tiles == 0) return;  // no query rows
+    if (max_tiles == 0) return nullptr;  // no query rows
     workspace.emplace(16 + sizeof(TsattnTile) * static_cast<size_t>(max_tiles), stream);
     params.num_tiles = reinterpret_cast<const int*>(workspace->get());
     params.tiles = reinterpret_cast<const TsattnTile*>(workspace->get() + 16);
@@ -156,13 +211,17 @@ void execute(const Problem& p) {
   }
 
   const int64_t items = max_tiles * p.num_qo_heads;
-  if (items == 0) return;  // no query rows: nothing to write
+  if (items == 0) return nullptr;  // no query rows: nothing to write
   const int64_t resident = int64_t{device.multiprocessors} * kernel.ctas_per_multiprocessor;
   const auto grid = static_cast<unsigned>(std::min(items, resident));
-  void* arguments[] = {&params};
+  // The sm90a kernel takes its TMA descriptors as a second __grid_constant__ parameter.
+  void* params_only[] = {&params};
+  void* params_and_maps[] = {&params, &choice.maps};
+  void** arguments = spec.family == KernelFamily::sm90a ? params_and_maps : params_only;
   driver::check(cu.cuLaunchKernel(kernel.function, grid, 1, 1, static_cast<unsigned>(kernel.threads_per_cta), 1, 1,
                                   static_cast<unsigned>(kernel.dynamic_smem_bytes), stream, arguments, nullptr),
                 fmt::format("launching {}", kernel.name));
+  return kernel.name.c_str();  // module table entries live as long as the process
 }
 
 }  // namespace tsattn

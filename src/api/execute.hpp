@@ -6,6 +6,8 @@
 namespace tsattn {
 
 // Queues the attention of p on p.stream. Throws Error(runtime) when the device cannot run it.
-void execute(const Problem& p);
+// Returns the canonical name of the attention kernel it launched (the string lives as long as the
+// process), or nullptr when p had nothing to launch (no query rows).
+const char* execute(const Problem& p);
 
 }  // namespace tsattn

@@ -18,8 +18,16 @@ constexpr std::array kHeadDims{128, 256};
 // and Hopper/Blackwell need their own cubins (SASS is not compatible across major versions).
 constexpr std::array kSm80Archs{Arch::sm_80, Arch::sm_90a, Arch::sm_100, Arch::sm_120};
 
-constexpr std::array<FamilyAxes, 1> kFamilies{{
+// The Hopper family needs wgmma and setmaxnreg, which exist only in the arch-specific sm_90a
+// target (an sm_90a cubin runs on compute capability 9.0 only). Its q, k and v arrive through TMA
+// descriptors of 16-bit elements (plan/tensor_maps.hpp): fp8 inputs would need a K-major V
+// (wgmma reads 8-bit B operands only K-major), which is not built yet, so they run on sm80.
+constexpr std::array kSm90aArchs{Arch::sm_90a};
+constexpr std::array kSixteenBitDtypes{TSATTN_DTYPE_FLOAT16, TSATTN_DTYPE_BFLOAT16};
+
+constexpr std::array<FamilyAxes, 2> kFamilies{{
     {KernelFamily::sm80, kSm80Archs, kHeadDims, kAllDtypes, kAllDtypes, kAllMasks, kAllLayouts},
+    {KernelFamily::sm90a, kSm90aArchs, kHeadDims, kSixteenBitDtypes, kAllDtypes, kAllMasks, kAllLayouts},
 }};
 
 struct TileRow {
@@ -35,23 +43,60 @@ struct TileRow {
 // spill ~56 bytes. Hopper has 227 KB, so there 128 x 128 (160 KB, <= 236 registers) halves the
 // key-loop barriers. D256: 128 x 32 (132 KB) fits A100 and Hopper; on Hopper 128 x 64 (198 KB,
 // <= 252 registers, no spills) halves the key steps.
-constexpr std::array<TileRow, 4> kTiles{{
+//
+// sm90a tiles (templates/sm90a/prefill_sm90a.cuh): 12 warps = one producer warpgroup (TMA into
+// 2-stage K/V rings) and two consumer warpgroups of 64 query rows each (m64 wgmmas), so BLOCK_M is
+// 128. BLOCK_N is the N of the QK^T wgmma and the K of the PV wgmma. D128 takes 128 keys per step:
+// S is 64 fp32 registers per consumer thread next to O's 64. D256 takes 64: O alone is 128
+// registers per thread, and Q (64 KB) plus two stages of K and V (2 x 64 KB) take 192 KB of the
+// 227 KB; 128 keys would need 320 KB.
+constexpr std::array<TileRow, 6> kTiles{{
     {KernelFamily::sm80, 128, Arch::sm_90a, {128, 128, 8}},
     {KernelFamily::sm80, 128, std::nullopt, {128, 64, 8}},
     {KernelFamily::sm80, 256, Arch::sm_90a, {128, 64, 8}},
     {KernelFamily::sm80, 256, std::nullopt, {128, 32, 8}},
+    {KernelFamily::sm90a, 128, std::nullopt, {128, 128, 12}},
+    {KernelFamily::sm90a, 256, std::nullopt, {128, 64, 12}},
 }};
+
+// mma.sync tiles are 16 rows by 8 columns: every warp owns whole 16-row slices, and keys and
+// head dims come in k-steps of 16.
+constexpr bool sm80_tile_ok(const TileRow& row) {
+  return row.tile.block_m % (16 * row.tile.num_warps) == 0 && row.tile.block_n % 16 == 0 && row.head_dim % 16 == 0;
+}
+
+// wgmma: each consumer warpgroup (4 warps) issues m64 instructions, and the kernel has exactly one
+// producer and two consumer warpgroups (setmaxnreg moves the producer's registers to them), so 128
+// rows and 12 warps. BLOCK_N is wgmma's N for QK^T (a multiple of 8, at most 256) and its K for
+// PV (k-steps of 16 for 16-bit inputs); TMA boxes have at most 256 rows too. The head dim is
+// loaded as 64-element boxes (128 bytes: the 128-byte swizzle span), so it is a multiple of 64.
+constexpr bool sm90a_tile_ok(const TileRow& row) {
+  return row.tile.block_m == 128 && row.tile.num_warps == 12 && row.tile.block_n % 16 == 0 &&
+         row.tile.block_n <= 256 && row.head_dim % 64 == 0;
+}
 
 constexpr bool tiles_are_consistent() {
   for (const TileRow& row : kTiles) {
-    // mma.sync tiles are 16 rows by 8 columns: every warp owns whole 16-row slices.
-    if (row.tile.block_m % (16 * row.tile.num_warps) != 0) return false;
-    if (row.tile.block_n % 16 != 0) return false;
-    if (row.head_dim % 16 != 0) return false;
+    const bool ok = row.family == KernelFamily::sm80 ? sm80_tile_ok(row) : sm90a_tile_ok(row);
+    if (!ok) return false;
   }
   return true;
 }
-static_assert(tiles_are_consistent(), "every tile must split into whole mma.sync fragments per warp");
+static_assert(tiles_are_consistent(), "every tile must split into whole mma.sync (sm80) or wgmma (sm90a) fragments");
+
+// Every spec the table admits has a tile: each (family, head dim, arch) finds a row.
+constexpr bool every_spec_has_a_tile() {
+  for (const FamilyAxes& axes : kFamilies)
+    for (int head_dim : axes.head_dims)
+      for (Arch arch : axes.archs) {
+        bool found = false;
+        for (const TileRow& row : kTiles)
+          found = found || (row.family == axes.family && row.head_dim == head_dim && (!row.arch || *row.arch == arch));
+        if (!found) return false;
+      }
+  return true;
+}
+static_assert(every_spec_has_a_tile(), "a family lists a head dim or arch without a tile row");
 
 template <class T>
 bool contains(std::span<const T> values, const T& value) {

@@ -120,13 +120,14 @@ void log(LogLevel level, std::string_view message) {
   if (log_enabled(level)) emit(level, message);
 }
 
-void warn_once(std::string_view dedupe_key, std::string_view message) {
-  if (!log_enabled(LogLevel::warn)) return;
+bool warn_once(std::string_view dedupe_key, std::string_view message) {
+  if (!log_enabled(LogLevel::warn)) return false;
   {
     std::lock_guard lock(shared().once_mutex);
-    if (!shared().once_keys.emplace(dedupe_key).second) return;
+    if (!shared().once_keys.emplace(dedupe_key).second) return false;
   }
   emit(LogLevel::warn, message);
+  return true;
 }
 
 }  // namespace tsattn

@@ -38,8 +38,8 @@ void log(LogLevel level, std::string_view message);
 
 // A warning emitted at most once per process for each dedupe_key (e.g. one per cache directory),
 // so a persistent condition does not flood the log on every call. A key is spent only when the
-// warning is actually emitted.
-void warn_once(std::string_view dedupe_key, std::string_view message);
+// warning is actually emitted. Returns whether it was (callers may say it again at a quieter level).
+bool warn_once(std::string_view dedupe_key, std::string_view message);
 
 // log() with fmt formatting, skipped entirely (no formatting) when the level is disabled.
 template <class... Args>

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <string>
+#include <thread>
 
 #include "api/call_builder.hpp"
 
@@ -272,6 +274,17 @@ TEST_SUITE("api/rejections") {
         CHECK(result.message.find(part) != std::string::npos);
       }
     }
+  }
+
+  TEST_CASE("tsattn_last_kernel_name is \"\" on a thread that made no call, and after a rejected call") {
+    std::string before_any_call = "unset";
+    std::thread([&] { before_any_call = tsattn_last_kernel_name(); }).join();
+    CHECK(before_any_call.empty());
+    CallBuilder call = CallBuilder::fixed();
+    call.options.window_left = 0;
+    CHECK(call.call_c_api().status == TSATTN_ERROR_VALUE);
+    CHECK(std::string(tsattn_last_kernel_name()).empty());
+    CHECK(last_kernel_name().empty());  // the C++ layer
   }
 
   TEST_CASE("the C++ layer throws tsattn::Error carrying the kind") {

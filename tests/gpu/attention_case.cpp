@@ -55,6 +55,13 @@ void fill_bounds(int32_t* starts, int32_t* ends, int64_t rows, int32_t kv_len, s
   }
 }
 
+// Odd strides (3, 5, 7) on every size-1 dimension but the last.
+void give_unit_dims_odd_strides(Tensor& t) {
+  if (t.strides.empty()) t.strides = compact_strides(t.shape);
+  for (size_t i = 0; i + 1 < t.shape.size(); ++i)
+    if (t.shape[i] == 1) t.strides[i] = static_cast<int64_t>(2 * i + 3);
+}
+
 // A random split of `total` into `parts` non-negative lengths.
 std::vector<int32_t> random_split(int64_t total, size_t parts, std::mt19937_64& rng) {
   std::vector<int64_t> cuts{0, total};
@@ -70,12 +77,13 @@ std::vector<int32_t> random_split(int64_t total, size_t parts, std::mt19937_64& 
 std::string AttentionCase::describe() const {
   std::string window = mask == TSATTN_MASK_CAUSAL && window_left >= 1 ? fmt::format("+window{}", window_left) : "";
   const char* mask_text = mask == TSATTN_MASK_DENSE ? "dense" : (mask == TSATTN_MASK_CAUSAL ? "causal" : "varwin");
-  return fmt::format("{} q_lens=[{}] kv_lens=[{}] heads={}/{} D={} {}->{} {}{}{}{}{}{}", packed ? "packed" : "fixed",
+  return fmt::format("{} q_lens=[{}] kv_lens=[{}] heads={}/{} D={} {}->{} {}{}{}{}{}{}{}", packed ? "packed" : "fixed",
                      fmt::join(q_lens, ","), fmt::join(kv_lens, ","), num_qo_heads, num_kv_heads, head_dim,
                      dtype_name(input_dtype), dtype_name(output_dtype), mask_text, window,
                      sm_scale ? fmt::format(" sm_scale={}", *sm_scale) : "",
                      output_scale != 1.0 ? fmt::format(" output_scale={}", output_scale) : "",
-                     fused_qkv ? " fused-qkv" : "", device_indptr ? " gpu-indptr" : "");
+                     fused_qkv ? " fused-qkv" : "", device_indptr ? " gpu-indptr" : "",
+                     odd_unit_strides ? " odd-unit-strides" : "");
 }
 
 struct PreparedCase::State {
@@ -148,6 +156,8 @@ PreparedCase::PreparedCase(const AttentionCase& c, std::mt19937_64& rng) : state
     }
   }
   s.out.host = HostTensor(c.output_dtype, token_shape(total_q, sq, hq));
+  if (c.odd_unit_strides)
+    for (Tensor* t : {&s.q_view, &s.k_view, &s.v_view, &s.out.host.tensor}) give_unit_dims_odd_strides(*t);
   s.qo_indptr.host = HostTensor(TSATTN_DTYPE_INT32, {batch + 1});
   s.kv_indptr.host = HostTensor(TSATTN_DTYPE_INT32, {batch + 1});
   if (c.mask == TSATTN_MASK_VARIABLE_WINDOW) {

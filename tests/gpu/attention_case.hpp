@@ -38,6 +38,9 @@ struct AttentionCase {
   bool fused_qkv = false;
   // Packed layout: hand the indptrs over in device memory instead of host memory.
   bool device_indptr = false;
+  // Give every size-1 dimension of q, k, v and out (but d) an odd stride: valid per SPEC, since
+  // such a stride never multiplies a non-zero index.
+  bool odd_unit_strides = false;
 
   std::string describe() const;
 };

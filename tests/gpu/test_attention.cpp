@@ -6,9 +6,16 @@
 
 #include <cstdlib>
 #include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "codegen/kernel_spec.hpp"
 #include "common/knobs.hpp"
+#include "common/log.hpp"
 #include "gpu/attention_case.hpp"
+#include "jit/driver/device_context.hpp"
 
 namespace tsattn::test {
 namespace {
@@ -120,7 +127,119 @@ void check_graph_replays(PreparedCase& prepared, std::mt19937_64& rng, int repla
   }
 }
 
+std::string last_kernel() { return tsattn_last_kernel_name(); }
+
+// The family this process picks on device 0 by itself, or nullptr when TSATTN_KERNEL_FAMILY forces one.
+const char* automatic_family() {
+  if (knob_string(Knob::kernel_family) != "auto") return nullptr;
+  return driver::device_info(0).cc_major == 9 ? "sm90a" : "sm80";
+}
+
+// The canonical name of a D128 bf16 -> bf16 causal kernel of `family` for device 0's arch.
+std::string causal_bf16_d128(const char* family, const char* layout) {
+  const std::optional<Arch> arch = arch_for_compute_capability(driver::device_info(0).cc_major);
+  return fmt::format("prefill.{}.{}.d128.bf16_bf16.causal.{}", family, arch ? arch_name(*arch) : "?", layout);
+}
+
+// Log lines at info level and above while alive; restores stderr and the previous level after.
+class CapturedLog {
+ public:
+  CapturedLog() : previous_(log_level()) {
+    set_log_level(LogLevel::info);
+    set_log_sink([this](LogLevel level, std::string_view message) {
+      std::lock_guard lock(mutex_);
+      lines_.emplace_back(level, std::string(message));
+    });
+  }
+  ~CapturedLog() {
+    set_log_sink({});
+    set_log_level(previous_);
+  }
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  // The levels at which `message` was logged, in order.
+  std::vector<LogLevel> levels_of(const std::string& message) {
+    std::lock_guard lock(mutex_);
+    std::vector<LogLevel> levels;
+    for (const auto& [level, line] : lines_)
+      if (line == message) levels.push_back(level);
+    return levels;
+  }
+
+ private:
+  LogLevel previous_;
+  std::mutex mutex_;
+  std::vector<std::pair<LogLevel, std::string>> lines_;
+};
+
 TEST_SUITE("gpu/attention") {
+  TEST_CASE("kernel families: Hopper runs sm90a (fixed, packed, odd size-1 strides), other GPUs sm80") {
+    TSATTN_REQUIRE_GPU();
+    const char* family = automatic_family();
+    if (family == nullptr) {
+      MESSAGE("skipped: TSATTN_KERNEL_FAMILY forces a kernel family");
+      return;
+    }
+    std::mt19937_64 rng(test_seed());
+    ErrorSummary summary;
+    AttentionCase fixed;
+    fixed.q_lens = {300, 300};
+    fixed.kv_lens = {300, 300};
+    fixed.num_qo_heads = 8;
+    fixed.num_kv_heads = 2;
+    fixed.mask = TSATTN_MASK_CAUSAL;
+    check_case(fixed, rng, summary);
+    CHECK(last_kernel() == causal_bf16_d128(family, "fixed"));
+
+    AttentionCase packed = fixed;
+    packed.packed = true;
+    packed.q_lens = {70, 0, 129, 1};
+    packed.kv_lens = {100, 5, 129, 1};
+    check_case(packed, rng, summary);
+    CHECK(last_kernel() == causal_bf16_d128(family, "packed"));
+
+    // B = 1 and one head: batch and head strides are odd (valid per SPEC for size-1 dimensions);
+    // the TMA descriptors never use them, so Hopper stays on sm90a.
+    AttentionCase odd = fixed;
+    odd.q_lens = {200};
+    odd.kv_lens = {256};
+    odd.num_qo_heads = 1;
+    odd.num_kv_heads = 1;
+    odd.odd_unit_strides = true;
+    check_case(odd, rng, summary);
+    CHECK(last_kernel() == causal_bf16_d128(family, "fixed"));
+    MESSAGE(summary.text());
+  }
+
+  TEST_CASE("Hopper: a call the sm90a path cannot take runs on sm80, and the log says why") {
+    TSATTN_REQUIRE_GPU();
+    const char* family = automatic_family();
+    if (family == nullptr || std::string(family) != "sm90a") {
+      MESSAGE("skipped: needs a compute capability 9.x device 0 and no TSATTN_KERNEL_FAMILY");
+      return;
+    }
+    std::mt19937_64 rng(test_seed());
+    ErrorSummary summary;
+    CapturedLog log;
+    // fp8 inputs are not in the sm90a rows of the table.
+    AttentionCase fp8;
+    fp8.q_lens = {129};
+    fp8.kv_lens = {129};
+    fp8.mask = TSATTN_MASK_CAUSAL;
+    fp8.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;
+    fp8.output_dtype = TSATTN_DTYPE_BFLOAT16;
+    check_case(fp8, rng, summary);
+    CHECK(last_kernel() == "prefill.sm80.sm_90a.d128.e4m3_bf16.causal.fixed");
+    check_case(fp8, rng, summary);
+    const std::vector<LogLevel> levels = log.levels_of(
+        "sm90a path not usable for prefill.sm90a.sm_90a.d128.e4m3_bf16.causal.fixed: e4m3 inputs are not on the "
+        "sm90a path yet; using prefill.sm80.sm_90a.d128.e4m3_bf16.causal.fixed");
+    // Warned once per process (maybe by an earlier test), then said at info level on every call.
+    REQUIRE(levels.size() == 2);
+    CHECK(levels[1] == LogLevel::info);
+    MESSAGE(summary.text());
+  }
+
   TEST_CASE("matrix: layouts x masks x head dims x dtypes x GQA ratios x odd lengths") {
     TSATTN_REQUIRE_GPU();
     const uint64_t seed = test_seed();

@@ -103,6 +103,19 @@ def test_error_messages_are_per_thread():
     assert len(results["scale"]) == 1 and "sm_scale=-1" in next(iter(results["scale"]))
 
 
+def test_last_kernel_name_is_empty_without_a_launch():
+    """"" on a thread that made no call, and after a call that was rejected (nothing launched)."""
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(tsattn.last_kernel_name()))
+    worker.start()
+    worker.join()
+    assert seen == [""]
+    q, k, v = _qkv()
+    with pytest.raises(ValueError):
+        tsattn.batch_prefill(q, k, v)  # CPU tensors
+    assert tsattn.last_kernel_name() == ""
+
+
 def test_library_version_and_path():
     assert tsattn.library_version() == tsattn.__version__
     assert "libtsattn" in tsattn.library_path()

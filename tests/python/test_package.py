@@ -121,7 +121,7 @@ def test_version_and_exports():
     pyproject = (Path(tsattn.__file__).parent.parent / "pyproject.toml")
     if pyproject.is_file():
         assert re.search(r'^version = "0\.1\.0"$', pyproject.read_text(), re.M)
-    for name in ("batch_prefill", "cache_info", "precompile", "library_version", "library_path"):
+    for name in ("batch_prefill", "cache_info", "precompile", "library_version", "library_path", "last_kernel_name"):
         assert callable(getattr(tsattn, name))
 
 

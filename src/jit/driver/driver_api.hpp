@@ -24,7 +24,8 @@ namespace tsattn::driver {
   X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuMemAllocHost) X(cuMemFreeHost) \
   X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch)    \
-  X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuMemAllocAsync) X(cuMemFreeAsync)
+  X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuMemAllocAsync) X(cuMemFreeAsync)                \
+  X(cuTensorMapEncodeTiled)
 
 struct Api {
 #define TSATTN_DECLARE_DRIVER_FUNCTION(name) decltype(&::name) name = nullptr;

@@ -1,0 +1,177 @@
+#include "plan/tensor_maps.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <tsattn/tsattn.hpp>
+
+#include "api/dtype.hpp"
+#include "jit/driver/driver_api.hpp"
+
+namespace tsattn {
+
+namespace {
+
+// cuTensorMapEncodeTiled's rules (cuda.h): a 16-byte aligned base, strides that are multiples of
+// 16 bytes below 2^40, extents of 1 to 2^32 (kept below 2^32 here, as for every int index).
+constexpr uint64_t kTmaAlignment = 16;
+constexpr uint64_t kStrideLimit = uint64_t{1} << 40;
+constexpr uint64_t kExtentLimit = uint64_t{1} << 32;
+// 64 16-bit elements: one box row is 128 bytes, the span of the 128-byte swizzle, so a D128 or
+// D256 row is loaded as 2 or 4 boxes.
+constexpr cuuint32_t kBoxColumns = 64;
+constexpr cuuint64_t kInputBytes = 2;
+
+// The maps carry the templates' descriptor bytes as the driver's type.
+static_assert(sizeof(CUtensorMap) == sizeof(TsattnTmaDescriptor) && alignof(CUtensorMap) == alignof(TsattnTmaDescriptor),
+              "TsattnTmaDescriptor (prefill_params.h) must match cuda.h's CUtensorMap");
+
+const char* const kStridedDims[3] = {"head", "token", "batch"};  // dims 1..3 of a map
+
+struct Extents {
+  int64_t heads, tokens, batch;
+};
+
+// The packed layout has no batch dimension: one request stream of all tokens.
+Extents q_extents(const Problem& p) { return {p.num_qo_heads, p.q_tokens, p.layout == Layout::fixed ? p.batch : 1}; }
+Extents kv_extents(const Problem& p) { return {p.num_kv_heads, p.kv_tokens, p.layout == Layout::fixed ? p.batch : 1}; }
+
+// The stride of a dimension of extent 1 is never multiplied by a non-zero coordinate, and the SPEC
+// lets callers give any value there (size-1 dimensions are exempt from its alignment rules). The
+// map gets the stride a compact tensor would have instead, which meets TMA's rules whatever the
+// caller passed.
+cuuint64_t stand_in_stride(cuuint64_t inner_stride, cuuint64_t inner_extent) {
+  cuuint64_t bytes = 0;
+  if (__builtin_mul_overflow(inner_stride, inner_extent, &bytes) || bytes >= kStrideLimit) return kTmaAlignment;
+  return std::max((bytes + kTmaAlignment - 1) / kTmaAlignment * kTmaAlignment, kTmaAlignment);
+}
+
+// Fills g for one of q, k, v, or says which rule the tensor breaks.
+std::optional<std::string> describe(const char* name, const TokenTensor& t, int head_dim, const Extents& e,
+                                    int rows, TensorMapGeometry& g) {
+  g.tensor = name;
+  g.base = t.data;
+  // Every extent is at least 1 (the driver's rule): a tensor without tokens is never loaded from,
+  // because the kernel issues no load for a request without keys (or rows).
+  const int64_t extents[4] = {head_dim, e.heads, std::max<int64_t>(e.tokens, 1), std::max<int64_t>(e.batch, 1)};
+  const char* const extent_names[4] = {"head dim", "heads", "tokens", "batch"};
+  for (int i = 0; i < 4; ++i) {
+    if (static_cast<uint64_t>(extents[i]) >= kExtentLimit)
+      return fmt::format("{} has {} {}; TMA extents must be below 2^32", name, extents[i], extent_names[i]);
+    g.dims[i] = static_cast<cuuint64_t>(extents[i]);
+  }
+  const auto address = reinterpret_cast<uintptr_t>(t.data);
+  if (address % kTmaAlignment != 0)
+    return fmt::format("{}.data={:#x} is not {}-byte aligned (TMA needs it)", name, address, kTmaAlignment);
+  const int64_t strides[3] = {t.head_stride, t.token_stride, t.batch_stride};
+  for (int i = 0; i < 3; ++i) {
+    const cuuint64_t inner_stride = i == 0 ? kInputBytes : g.strides[i - 1];
+    if (g.dims[i + 1] == 1) {
+      g.strides[i] = stand_in_stride(inner_stride, g.dims[i]);
+      continue;
+    }
+    // Validation bounds every addressable byte by int64, so this product cannot overflow.
+    const auto bytes = static_cast<cuuint64_t>(strides[i]) * kInputBytes;
+    if (bytes % kTmaAlignment != 0)
+      return fmt::format("{} {} stride is {} elements ({} bytes), not a multiple of {} bytes (TMA needs it)", name,
+                         kStridedDims[i], strides[i], bytes, kTmaAlignment);
+    if (bytes >= kStrideLimit)
+      return fmt::format("{} {} stride is {} bytes; TMA strides must be below 2^40", name, kStridedDims[i], bytes);
+    g.strides[i] = bytes;
+  }
+  g.box[0] = kBoxColumns;
+  g.box[1] = 1;
+  g.box[2] = static_cast<cuuint32_t>(rows);
+  g.box[3] = 1;
+  return std::nullopt;
+}
+
+// out is written with plain stores of element pairs (two f16/bf16 or fp8 values per store), so
+// every pair must start on a pair boundary. Size-1 dimensions are exempt, as above.
+std::optional<std::string> check_output(const Problem& p) {
+  const int64_t pair_bytes = 2 * dtype_size(p.output_dtype);
+  const auto address = reinterpret_cast<uintptr_t>(p.out.data);
+  if (address % static_cast<uintptr_t>(pair_bytes) != 0)
+    return fmt::format("out.data={:#x} is not {}-byte aligned; the sm90a kernel stores pairs of elements", address,
+                       pair_bytes);
+  const Extents e = q_extents(p);
+  const int64_t extents[3] = {e.heads, e.tokens, e.batch};
+  const int64_t strides[3] = {p.out.head_stride, p.out.token_stride, p.out.batch_stride};
+  for (int i = 0; i < 3; ++i)
+    if (extents[i] > 1 && strides[i] % 2 != 0)
+      return fmt::format("out {} stride is {} elements, an odd number; the sm90a kernel stores pairs of elements",
+                         kStridedDims[i], strides[i]);
+  return std::nullopt;
+}
+
+std::optional<std::string> encode_one(const driver::Api& cu, CUtensorMapDataType type, const TensorMapGeometry& g,
+                                      TsattnTmaDescriptor& out) {
+  CUtensorMap map;
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const CUresult result = cu.cuTensorMapEncodeTiled(
+      &map, type, 4, g.base, g.dims, g.strides, g.box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) {
+    const char* error = nullptr;
+    cu.cuGetErrorName(result, &error);
+    return error ? fmt::format("cuTensorMapEncodeTiled for {} failed with {}", g.tensor, error)
+                 : fmt::format("cuTensorMapEncodeTiled for {} failed with CUresult {}", g.tensor,
+                               static_cast<int>(result));
+  }
+  std::memcpy(&out, &map, sizeof(map));
+  return std::nullopt;
+}
+
+}  // namespace
+
+TensorMapPlanOrReason plan_tensor_maps(const Problem& p, int block_m, int block_n) {
+  TensorMapPlanOrReason result;
+  if (p.input_dtype != TSATTN_DTYPE_FLOAT16 && p.input_dtype != TSATTN_DTYPE_BFLOAT16) {
+    result.reason = fmt::format("q, k and v are {}; the sm90a kernel reads 16-bit elements (float16, bfloat16)",
+                                dtype_name(p.input_dtype));
+    return result;
+  }
+  TensorMapPlan plan;
+  plan.data_type = p.input_dtype == TSATTN_DTYPE_FLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                         : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  std::optional<std::string> why = describe("q", p.q, p.head_dim, q_extents(p), block_m, plan.q);
+  if (!why) why = describe("k", p.k, p.head_dim, kv_extents(p), block_n, plan.k);
+  if (!why) why = describe("v", p.v, p.head_dim, kv_extents(p), block_n, plan.v);
+  if (!why) why = check_output(p);
+  if (why) {
+    result.reason = std::move(*why);
+  } else {
+    result.plan = plan;
+  }
+  return result;
+}
+
+TensorMapsOrReason encode_tensor_maps(const TensorMapPlan& plan) {
+  TensorMapsOrReason result;
+  const driver::Api* cu = nullptr;
+  try {
+    cu = &driver::api();
+  } catch (const Error& e) {
+    result.reason = e.what();
+    return result;
+  }
+  std::optional<std::string> why = encode_one(*cu, plan.data_type, plan.q, result.maps.q);
+  if (!why) why = encode_one(*cu, plan.data_type, plan.k, result.maps.k);
+  if (!why) why = encode_one(*cu, plan.data_type, plan.v, result.maps.v);
+  if (why) result.reason = std::move(*why);
+  return result;
+}
+
+TensorMapsOrReason make_tensor_maps(const Problem& p, int block_m, int block_n) {
+  TensorMapPlanOrReason planned = plan_tensor_maps(p, block_m, block_n);
+  if (!planned.plan) {
+    TensorMapsOrReason result;
+    result.reason = std::move(planned.reason);
+    return result;
+  }
+  return encode_tensor_maps(*planned.plan);
+}
+
+}  // namespace tsattn

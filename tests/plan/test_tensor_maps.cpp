@@ -1,0 +1,132 @@
+// test_tensor_maps.cpp - the sm90a family's TMA descriptors, planned without a GPU: the maps of
+// valid problems (fixed, packed, empty, size-1 dimensions with any stride), and a reason for every
+// rule a problem can break. Rules the validator already enforces are broken by editing the Problem
+// after validation, as a later relaxation of the SPEC could.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "api/call_builder.hpp"
+#include "plan/tensor_maps.hpp"
+
+namespace tsattn::test {
+namespace {
+
+std::string reason_of(const Problem& p, int block_m = 128, int block_n = 128) {
+  const TensorMapPlanOrReason planned = plan_tensor_maps(p, block_m, block_n);
+  CHECK(planned.plan.has_value() == planned.reason.empty());
+  return planned.reason;
+}
+
+TensorMapPlan plan_of(const Problem& p, int block_m = 128, int block_n = 128) {
+  const TensorMapPlanOrReason planned = plan_tensor_maps(p, block_m, block_n);
+  INFO(planned.reason);
+  REQUIRE(planned.plan.has_value());
+  return *planned.plan;
+}
+
+void check_geometry(const TensorMapGeometry& g, const void* base, std::vector<cuuint64_t> dims,
+                    std::vector<cuuint64_t> strides, cuuint32_t rows) {
+  CAPTURE(g.tensor);
+  CHECK(g.base == base);
+  CHECK(std::vector<cuuint64_t>(g.dims, g.dims + 4) == dims);
+  CHECK(std::vector<cuuint64_t>(g.strides, g.strides + 3) == strides);
+  CHECK(std::vector<cuuint32_t>(g.box, g.box + 4) == std::vector<cuuint32_t>{64, 1, rows, 1});
+}
+
+void shift(void*& data, int bytes) { data = static_cast<std::byte*>(data) + bytes; }
+
+TEST_SUITE("plan/tensor_maps") {
+  TEST_CASE("fixed layout: rank-4 maps {d, head, token, batch} with byte strides and BLOCK_M/BLOCK_N boxes") {
+    const Problem p = CallBuilder::fixed(2, 16, 32, 8, 2, 128, TSATTN_DTYPE_BFLOAT16).validate();
+    const TensorMapPlan plan = plan_of(p, 128, 64);
+    CHECK(plan.data_type == CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+    check_geometry(plan.q, p.q.data, {128, 8, 16, 2}, {256, 8 * 256, 16 * 8 * 256}, 128);
+    check_geometry(plan.k, p.k.data, {128, 2, 32, 2}, {256, 2 * 256, 32 * 2 * 256}, 64);
+    check_geometry(plan.v, p.v.data, {128, 2, 32, 2}, {256, 2 * 256, 32 * 2 * 256}, 64);
+    CHECK(std::string(plan.q.tensor) == "q");
+  }
+
+  TEST_CASE("packed layout: batch extent 1 with a compact stand-in stride; float16; D256") {
+    const Problem p = CallBuilder::packed({5, 0, 7}, {9, 3, 7}, 4, 1, 256, TSATTN_DTYPE_FLOAT16).validate();
+    const TensorMapPlan plan = plan_of(p);
+    CHECK(plan.data_type == CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+    check_geometry(plan.q, p.q.data, {256, 4, 12, 1}, {512, 4 * 512, 12 * 4 * 512}, 128);
+    // One kv head: its stride is unused as well, and stands in as compact.
+    check_geometry(plan.k, p.k.data, {256, 1, 19, 1}, {512, 512, 19 * 512}, 128);
+  }
+
+  TEST_CASE("no keys at all: every extent stays >= 1 (the kernel loads nothing from k and v)") {
+    Problem p = CallBuilder::packed({3, 4}, {0, 0}, 2, 2).validate();
+    CHECK(p.kv_tokens == 0);
+    const TensorMapPlan plan = plan_of(p);
+    CHECK(plan.k.dims[2] == 1);
+    CHECK(plan.k.strides[2] % 16 == 0);
+  }
+
+  TEST_CASE("size-1 dimensions may carry any stride: the maps never use it") {
+    CallBuilder call = CallBuilder::fixed(1, 16, 32, 1, 1, 128);
+    call.q.strides = {12345, 128, 7, 1};  // batch and head have extent 1
+    call.out.strides = {3, 128, 5, 1};
+    const Problem p = call.validate();
+    const TensorMapPlan plan = plan_of(p);
+    check_geometry(plan.q, p.q.data, {128, 1, 16, 1}, {256, 256, 16 * 256}, 128);
+  }
+
+  TEST_CASE("fp8 inputs have no sm90a maps") {
+    const std::string why = reason_of(CallBuilder::fixed(1, 16, 32, 8, 2, 128, TSATTN_DTYPE_FLOAT8_E4M3FN).validate());
+    CHECK(why.find("float8_e4m3fn") != std::string::npos);
+    CHECK(why.find("16-bit") != std::string::npos);
+  }
+
+  TEST_CASE("each TMA rule broken gives a reason naming the tensor and the value") {
+    const Problem valid = CallBuilder::fixed(2, 16, 32, 8, 2, 128).validate();
+    CHECK(reason_of(valid).empty());
+
+    Problem p = valid;
+    shift(p.q.data, 8);
+    CHECK(reason_of(p).find("q.data=0x") == 0);
+    CHECK(reason_of(p).find("is not 16-byte aligned") != std::string::npos);
+
+    p = valid;
+    p.k.token_stride = 2 * 128 + 4;  // 520 bytes
+    CHECK(reason_of(p) == "k token stride is 260 elements (520 bytes), not a multiple of 16 bytes (TMA needs it)");
+
+    p = valid;
+    p.v.batch_stride = int64_t{1} << 40;
+    CHECK(reason_of(p) == "v batch stride is 2199023255552 bytes; TMA strides must be below 2^40");
+
+    p = valid;
+    p.q_tokens = int64_t{1} << 32;
+    CHECK(reason_of(p) == "q has 4294967296 tokens; TMA extents must be below 2^32");
+  }
+
+  TEST_CASE("out must take aligned element pairs") {
+    const Problem valid = CallBuilder::fixed(2, 16, 32, 8, 2, 128).validate();
+    Problem p = valid;
+    p.out.token_stride = 8 * 128 + 1;
+    CHECK(reason_of(p) == "out token stride is 1025 elements, an odd number; the sm90a kernel stores pairs of elements");
+
+    p = valid;
+    shift(p.out.data, 2);
+    CHECK(reason_of(p).find("is not 4-byte aligned; the sm90a kernel stores pairs of elements") != std::string::npos);
+
+    // fp8 out: pairs are 2 bytes.
+    CallBuilder fp8_out = CallBuilder::fixed(2, 16, 32, 8, 2, 128);
+    fp8_out.set_out_dtype(TSATTN_DTYPE_FLOAT8_E4M3FN);
+    p = fp8_out.validate();
+    CHECK(reason_of(p).empty());
+    shift(p.out.data, 1);
+    CHECK(reason_of(p).find("is not 2-byte aligned") != std::string::npos);
+  }
+
+  TEST_CASE("make_tensor_maps reports a planning reason without calling the driver") {
+    const TensorMapsOrReason maps =
+        make_tensor_maps(CallBuilder::fixed(1, 16, 32, 8, 2, 128, TSATTN_DTYPE_FLOAT8_E4M3FN).validate(), 128, 128);
+    CHECK_FALSE(maps.ok());
+    CHECK(maps.reason.find("float8_e4m3fn") != std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tsattn::test
