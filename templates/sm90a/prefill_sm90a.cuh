@@ -72,6 +72,7 @@ static_assert(kBlockN % 16 == 0 && (kBlockN == 64 || kBlockN == 128 || kBlockN =
 // 128 * 40 + 256 * 232 = 64512 = 384 * 168, so the consumers' increase can always be granted.
 constexpr int kProducerRegisters = 40;
 constexpr int kConsumerRegisters = 232;
+static_assert(128 * kProducerRegisters + 256 * kConsumerRegisters <= 384 * 168, "the CTA's launch registers");
 
 // Shared memory (from a 1024-byte aligned base; every slab is 1024-aligned for the 128B swizzle).
 constexpr int kSlabs = kHeadDim / 64;                  // 64-column slabs per row
@@ -93,11 +94,38 @@ constexpr int kSAccum = kBlockN / 2;   // S accumulators per thread (m64 x BLOCK
 constexpr int kOAccum = kHeadDim / 2;  // O accumulators per thread (m64 x D)
 constexpr int kPSteps = kBlockN / 16;  // k16 steps of the PV GEMM
 
-// Named barrier for the two consumer warpgroups (0 is __syncthreads).
+// Softmax/GEMM overlap inside a warpgroup: S(t) and PV(t-1) are issued together and the softmax
+// of S(t) runs under the PV GEMM. That keeps S, the P operand and O live at once: D128 fits in
+// 232 registers, D256 (O alone is 128) spilled 84-140 bytes with 232 or 240, so D256 runs the
+// two GEMMs of a step one after the other.
+constexpr bool kOverlapSoftmax = kHeadDim <= 128;
+
+// Named barriers (0 is __syncthreads): both consumer warpgroups (the packed-layout V guard), and
+// the ping-pong turns of consumer 0 and 1.
 constexpr u32 kConsumerBarrier = 1;
+constexpr u32 kTurnBarrier0 = 2;
 
 __device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void named_barrier_arrive(u32 id, u32 threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Ping-pong (D128, FA3): the two consumer warpgroups take turns issuing their GEMMs, so one's
+// softmax (MUFU exp) runs while the other's GEMMs have the tensor cores. A turn is
+// turn_begin (wait until the other warpgroup has issued) ... issue ... turn_end (hand over).
+// Both walk the same number of turns (key tiles + 1 per item); consumer 1 hands consumer 0 the
+// first turn at start-up. The one hand-over nobody waits for at the very end is harmless.
+constexpr bool kPingPong = TSATTN_HEAD_DIM <= 128;
+
+__device__ __forceinline__ void turn_begin(int consumer) {
+  if constexpr (kPingPong) named_barrier_sync(kTurnBarrier0 + consumer, kConsumerThreads);
+}
+
+__device__ __forceinline__ void turn_end(int consumer) {
+  if constexpr (kPingPong) named_barrier_arrive(kTurnBarrier0 + (1 - consumer), kConsumerThreads);
 }
 
 template <int kRegisters>
@@ -230,10 +258,11 @@ __device__ __forceinline__ void apply_mask(float (&s)[kSAccum], const RowState& 
   }
 }
 
-// Online softmax step: updates m and l, rescales O, turns scores into p in place. Fully masked
-// rows so far (m = -inf) use offset 0, so p = exp2(-inf) = 0 and never exp2(-inf + inf) = NaN.
-__device__ __forceinline__ void online_softmax(float (&s)[kSAccum], float (&o)[kOAccum], RowState& rows,
-                                               float scale_log2) {
+// Online softmax of one key tile, first half: new running max, p = exp2(s * scale_log2 - m) in
+// place, l updated; returns in alpha the factor O must be scaled by (applied by rescale_output
+// once the PV GEMM that is still accumulating into O has retired). Fully masked rows so far
+// (m = -inf) use offset 0, so p = exp2(-inf) = 0 and never exp2(-inf + inf) = NaN.
+__device__ __forceinline__ void softmax_step(float (&s)[kSAccum], RowState& rows, float scale_log2, float (&alpha)[2]) {
   const float ninf = neg_inf();
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -244,7 +273,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[kSAccum], float (&o)[k
     row_max = fmaxf(row_max, __shfl_xor_sync(0xFFFFFFFFu, row_max, 1));
     row_max = fmaxf(row_max, __shfl_xor_sync(0xFFFFFFFFu, row_max, 2));
     const float offset = row_max == ninf ? 0.0f : row_max * scale_log2;
-    const float alpha = fast_exp2(rows.m[h] * scale_log2 - offset);
+    alpha[h] = fast_exp2(rows.m[h] * scale_log2 - offset);
     rows.m[h] = row_max;
     float sum = 0.0f;
 #pragma unroll
@@ -256,12 +285,15 @@ __device__ __forceinline__ void online_softmax(float (&s)[kSAccum], float (&o)[k
         sum += pe;
       }
     }
-    rows.l[h] = rows.l[h] * alpha + sum;
+    rows.l[h] = rows.l[h] * alpha[h] + sum;
+  }
+}
+
+__device__ __forceinline__ void rescale_output(float (&o)[kOAccum], const float (&alpha)[2]) {
 #pragma unroll
-    for (int j = 0; j < kHeadDim / 8; ++j) {
-      o[4 * j + 2 * h] *= alpha;
-      o[4 * j + 2 * h + 1] *= alpha;
-    }
+  for (int j = 0; j < kHeadDim / 8; ++j) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) o[4 * j + r] *= alpha[r / 2];
   }
 }
 
@@ -271,6 +303,35 @@ __device__ __forceinline__ u32 pack_input_pair(float lo, float hi) {
     return pack_bf16x2(lo, hi);
   else
     return pack_f16x2(lo, hi);
+}
+
+// S = Q K^T for this warpgroup's 64 rows against one K stage (SS wgmma, D/16 k-steps), issued
+// and committed as one wgmma group.
+__device__ __forceinline__ void issue_scores(float (&s)[kSAccum], u32 q_rows, u32 k_tile) {
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    const u32 step = 32 * (kk % 4);
+    wgmma_ss<kBlockN, kInputDtype>(s, smem_desc_sw128_kmajor(q_rows + (kk / 4) * kQSlabBytes + step),
+                                   smem_desc_sw128_kmajor(k_tile + (kk / 4) * kKvSlabBytes + step), kk > 0);
+  }
+  wgmma_commit();
+}
+
+// O += P V for one V stage (RS wgmma, BLOCK_N/16 k-steps), issued and committed as one group.
+__device__ __forceinline__ void issue_pv(float (&o)[kOAccum], const u32 (&a)[kPSteps][4], u32 v_tile) {
+  const u64 v_desc = smem_desc_sw128_mnmajor(v_tile, kKvSlabBytes);
+#pragma unroll
+  for (int kk = 0; kk < kPSteps; ++kk) wgmma_rs<kHeadDim, kInputDtype>(o, a[kk], smem_desc_advance(v_desc, 2048u * kk), 1);
+  wgmma_commit();
+}
+
+// p (in s) rounded to the input dtype, in the RS A layout: step kk is s[8kk .. 8kk+7] pairwise.
+__device__ __forceinline__ void p_to_operand(const float (&s)[kSAccum], u32 (&a)[kPSteps][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kPSteps; ++kk) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[kk][r] = pack_input_pair<kInputDtype>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+  }
 }
 
 // Zeroes rows [first_row, BLOCK_N) of a K/V stage (all slabs), by all consumer threads, and
@@ -320,12 +381,129 @@ __device__ __forceinline__ void write_output(const TsattnPrefillParams& params, 
   }
 }
 
+// What the key-tile loops of one work item need (all uniform over the warpgroup except c and
+// the warp's mask bounds).
+struct KeyLoop {
+  const TsattnPrefillParams& params;
+  const WorkItem& item;
+  KeyTiles tiles;
+  u32 smem, bars;
+  u32 q_rows;  // this warpgroup's 64 rows of Q (slab 0)
+  int warp_full_from, warp_full_to;  // keys every valid row of the warp sees
+  int c;
+  int consumer;  // 0 or 1
+};
+
+__device__ __forceinline__ void mask_and_softmax(const KeyLoop& k, float (&s)[kSAccum], RowState& rows, int n0,
+                                                 float (&alpha)[2]) {
+  if (!(k.warp_full_from <= n0 && n0 + kBlockN - 1 <= k.warp_full_to)) apply_mask(s, rows, n0, k.c);
+  softmax_step(s, rows, k.params.scale_log2, alpha);
+}
+
+// Waits for V stage `stage` of key tile n0 and, in the packed layout, zeroes its rows past the
+// request's end (they belong to the next request).
+__device__ __forceinline__ void wait_v_tile(const KeyLoop& k, u32 stage, u32 parity, int n0) {
+  wait_phase(k.bars + 8 * (kVFull + stage), parity);
+#if TSATTN_PACKED
+  if (n0 + kBlockN > k.item.extent.kv_len)
+    zero_tile_rows(k.smem + kVOffset + stage * kKvTileBytes, k.item.extent.kv_len - n0, threadIdx.x - 128);
+#else
+  (void)n0;
+#endif
+}
+
+// D256: each key tile in order, S(t), softmax, then PV(t) (see kOverlapSoftmax).
+__device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState& rows, float (&o)[kOAccum],
+                                                     u32& kv_uses) {
+  for (int tile = 0; tile < k.tiles.num_tiles; ++tile, ++kv_uses) {
+    const u32 stage = kv_uses % kStages, parity = (kv_uses / kStages) & 1;
+    const int n0 = k.tiles.first_key + tile * kBlockN;
+    float s[kSAccum];
+    float alpha[2];
+    wait_phase(k.bars + 8 * (kKFull + stage), parity);
+    wgmma_fence();
+    issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKvTileBytes);
+    wgmma_wait<0>();
+    wgmma_fence_operands(s);
+    mbarrier_arrive(k.bars + 8 * (kKEmpty + stage));
+    if (tile + 1 == k.tiles.num_tiles) mbarrier_arrive(k.bars + 8 * kQEmpty);  // Q is read for the last time
+    mask_and_softmax(k, s, rows, n0, alpha);
+    rescale_output(o, alpha);
+    u32 a[kPSteps][4];
+    p_to_operand(s, a);
+    wait_v_tile(k, stage, parity, n0);
+    wgmma_fence();
+    issue_pv(o, a, k.smem + kVOffset + stage * kKvTileBytes);
+    wgmma_wait<0>();
+    wgmma_fence_operands(o);
+    mbarrier_arrive(k.bars + 8 * (kVEmpty + stage));
+  }
+}
+
+// D128: software pipeline over key tiles. Step t issues S(t) = Q K(t)^T and O += P(t-1) V(t-1)
+// together, and the softmax of S(t) runs while the tensor cores do that PV GEMM. The first tile
+// has no PV before it; after the last, one PV is left.
+__device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowState& rows, float (&o)[kOAccum],
+                                                         u32& kv_uses) {
+  u32 a[kPSteps][4];  // P(t-1) as the PV GEMM's A operand
+  float s[kSAccum];
+  float alpha[2];
+  u32 stage = kv_uses % kStages, parity = (kv_uses / kStages) & 1;
+  wait_phase(k.bars + 8 * (kKFull + stage), parity);
+  turn_begin(k.consumer);
+  wgmma_fence();
+  issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKvTileBytes);
+  turn_end(k.consumer);
+  wgmma_wait<0>();
+  wgmma_fence_operands(s);
+  mbarrier_arrive(k.bars + 8 * (kKEmpty + stage));
+  if (k.tiles.num_tiles == 1) mbarrier_arrive(k.bars + 8 * kQEmpty);  // Q is read for the last time
+  mask_and_softmax(k, s, rows, k.tiles.first_key, alpha);  // O is still 0: alpha has nothing to scale
+  p_to_operand(s, a);
+
+  for (int tile = 1; tile < k.tiles.num_tiles; ++tile) {
+    const u32 prev_stage = stage, prev_parity = parity;
+    const int n0 = k.tiles.first_key + tile * kBlockN;
+    ++kv_uses;
+    stage = kv_uses % kStages;
+    parity = (kv_uses / kStages) & 1;
+    wait_v_tile(k, prev_stage, prev_parity, n0 - kBlockN);
+    wait_phase(k.bars + 8 * (kKFull + stage), parity);
+    turn_begin(k.consumer);
+    wgmma_fence();
+    issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKvTileBytes);
+    issue_pv(o, a, k.smem + kVOffset + prev_stage * kKvTileBytes);
+    turn_end(k.consumer);
+    wgmma_wait<1>();  // S(t) retired; PV(t-1) may still run
+    wgmma_fence_operands(s);
+    mbarrier_arrive(k.bars + 8 * (kKEmpty + stage));
+    if (tile + 1 == k.tiles.num_tiles) mbarrier_arrive(k.bars + 8 * kQEmpty);
+    mask_and_softmax(k, s, rows, n0, alpha);
+    wgmma_wait<0>();  // PV(t-1) retired: O may be rescaled and V(t-1) released
+    wgmma_fence_operands(o);
+    mbarrier_arrive(k.bars + 8 * (kVEmpty + prev_stage));
+    rescale_output(o, alpha);
+    p_to_operand(s, a);
+  }
+
+  wait_v_tile(k, stage, parity, k.tiles.first_key + (k.tiles.num_tiles - 1) * kBlockN);
+  turn_begin(k.consumer);
+  wgmma_fence();
+  issue_pv(o, a, k.smem + kVOffset + stage * kKvTileBytes);
+  turn_end(k.consumer);
+  wgmma_wait<0>();
+  wgmma_fence_operands(o);
+  mbarrier_arrive(k.bars + 8 * (kVEmpty + stage));
+  ++kv_uses;
+}
+
 __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 smem, u32 bars, int consumer) {
   const int t = threadIdx.x % 128;  // thread within the warpgroup
   const int lane = t % 32, warp = t / 32, g = lane / 4, c = lane % 4;
   const int row_in_tile = 64 * consumer + 16 * warp + g;  // this thread's first row (second: + 8)
   const WorkList list = work_list<kBlockM>(params);
   u32 q_uses = 0, kv_uses = 0;
+  if (consumer == 1) turn_end(consumer);  // consumer 0 issues first
 
   for (i64 w = blockIdx.x; w < list.items; w += gridDim.x) {
     WorkItem item;
@@ -355,52 +533,12 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 s
 
     if (tiles.num_tiles > 0) {
       wait_phase(bars + 8 * kQFull, q_uses & 1);
-      const u32 q_slab0 = smem + kQOffset + 64 * consumer * 128;  // this warpgroup's 64 rows
-      for (int tile = 0; tile < tiles.num_tiles; ++tile, ++kv_uses) {
-        const u32 stage = kv_uses % kStages, parity = (kv_uses / kStages) & 1;
-        const int n0 = tiles.first_key + tile * kBlockN;
-        const u32 k_tile = smem + kKOffset + stage * kKvTileBytes;
-        const u32 v_tile = smem + kVOffset + stage * kKvTileBytes;
-
-        float s[kSAccum];
-        wait_phase(bars + 8 * (kKFull + stage), parity);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-          const u32 slab_offset = (kk / 4) * kQSlabBytes, step = 32 * (kk % 4);
-          wgmma_ss<kBlockN, kInputDtype>(s, smem_desc_sw128_kmajor(q_slab0 + slab_offset + step),
-                                         smem_desc_sw128_kmajor(k_tile + (kk / 4) * kKvSlabBytes + step), kk > 0);
-        }
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_fence_operands(s);
-        mbarrier_arrive(bars + 8 * (kKEmpty + stage));
-        if (tile + 1 == tiles.num_tiles) mbarrier_arrive(bars + 8 * kQEmpty);  // Q is read for the last time
-
-        const bool full = warp_full_from <= n0 && n0 + kBlockN - 1 <= warp_full_to;
-        if (!full) apply_mask(s, rows, n0, c);
-        online_softmax(s, o, rows, params.scale_log2);
-        u32 a[kPSteps][4];
-#pragma unroll
-        for (int kk = 0; kk < kPSteps; ++kk) {
-#pragma unroll
-          for (int r = 0; r < 4; ++r) a[kk][r] = pack_input_pair<kInputDtype>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
-        }
-
-        wait_phase(bars + 8 * (kVFull + stage), parity);
-#if TSATTN_PACKED
-        // The tile crosses the request's end: its rows past kv_len belong to the next request.
-        if (n0 + kBlockN > item.extent.kv_len) zero_tile_rows(v_tile, item.extent.kv_len - n0, threadIdx.x - 128);
-#endif
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < kPSteps; ++kk)
-          wgmma_rs<kHeadDim, kInputDtype>(o, a[kk], smem_desc_advance(smem_desc_sw128_mnmajor(v_tile, kKvSlabBytes), 2048u * kk), 1);
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_fence_operands(o);
-        mbarrier_arrive(bars + 8 * (kVEmpty + stage));
-      }
+      const KeyLoop loop{params, item, tiles, smem, bars, smem + kQOffset + 64 * consumer * 128, warp_full_from,
+                         warp_full_to, c, consumer};
+      if constexpr (kOverlapSoftmax)
+        run_key_tiles_overlapped(loop, rows, o, kv_uses);
+      else
+        run_key_tiles_serial(loop, rows, o, kv_uses);
       ++q_uses;
     }
     write_output(params, item, o, rows, row_in_tile, c);
