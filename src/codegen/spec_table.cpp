@@ -30,10 +30,12 @@ constexpr std::array<FamilyAxes, 2> kFamilies{{
     {KernelFamily::sm90a, kSm90aArchs, kHeadDims, kSixteenBitDtypes, kAllDtypes, kAllMasks, kAllLayouts},
 }};
 
+// The first row that matches a spec gives its tile, so specific rows come before general ones.
 struct TileRow {
   KernelFamily family;
   int head_dim;
-  std::optional<Arch> arch;  // nullopt: every arch without a row of its own
+  std::optional<Arch> arch;         // nullopt: every arch
+  std::optional<MaskVariant> mask;  // nullopt: every mask
   TileConfig tile;
 };
 
@@ -49,14 +51,17 @@ struct TileRow {
 // 128. BLOCK_N is the N of the QK^T wgmma and the K of the PV wgmma. D128 takes 128 keys per step:
 // S is 64 fp32 registers per consumer thread next to O's 64. D256 takes 64: O alone is 128
 // registers per thread, and Q (64 KB) plus two stages of K and V (2 x 64 KB) take 192 KB of the
-// 227 KB; 128 keys would need 320 KB.
-constexpr std::array<TileRow, 6> kTiles{{
-    {KernelFamily::sm80, 128, Arch::sm_90a, {128, 128, 8}},
-    {KernelFamily::sm80, 128, std::nullopt, {128, 64, 8}},
-    {KernelFamily::sm80, 256, Arch::sm_90a, {128, 64, 8}},
-    {KernelFamily::sm80, 256, std::nullopt, {128, 32, 8}},
-    {KernelFamily::sm90a, 128, std::nullopt, {128, 128, 12}},
-    {KernelFamily::sm90a, 256, std::nullopt, {128, 64, 12}},
+// 227 KB; 128 keys would need 320 KB. Dense D128 takes 160 keys per step (FA3 takes 176 there):
+// a dense tile has no diagonal, so longer steps only amortize the per-step softmax and
+// barrier work; with 240 consumer registers S (80) + P (40) + O (64) fit, 176 spilled.
+constexpr std::array<TileRow, 7> kTiles{{
+    {KernelFamily::sm80, 128, Arch::sm_90a, std::nullopt, {128, 128, 8}},
+    {KernelFamily::sm80, 128, std::nullopt, std::nullopt, {128, 64, 8}},
+    {KernelFamily::sm80, 256, Arch::sm_90a, std::nullopt, {128, 64, 8}},
+    {KernelFamily::sm80, 256, std::nullopt, std::nullopt, {128, 32, 8}},
+    {KernelFamily::sm90a, 128, std::nullopt, MaskVariant::dense, {128, 160, 12}},
+    {KernelFamily::sm90a, 128, std::nullopt, std::nullopt, {128, 128, 12}},
+    {KernelFamily::sm90a, 256, std::nullopt, std::nullopt, {128, 64, 12}},
 }};
 
 // mma.sync tiles are 16 rows by 8 columns: every warp owns whole 16-row slices, and keys and
@@ -84,14 +89,15 @@ constexpr bool tiles_are_consistent() {
 }
 static_assert(tiles_are_consistent(), "every tile must split into whole mma.sync (sm80) or wgmma (sm90a) fragments");
 
-// Every spec the table admits has a tile: each (family, head dim, arch) finds a row.
+// Every spec the table admits has a tile: each (family, head dim, arch) finds a row for every mask.
 constexpr bool every_spec_has_a_tile() {
   for (const FamilyAxes& axes : kFamilies)
     for (int head_dim : axes.head_dims)
       for (Arch arch : axes.archs) {
         bool found = false;
         for (const TileRow& row : kTiles)
-          found = found || (row.family == axes.family && row.head_dim == head_dim && (!row.arch || *row.arch == arch));
+          found = found || (row.family == axes.family && row.head_dim == head_dim && (!row.arch || *row.arch == arch) &&
+                            !row.mask);
         if (!found) return false;
       }
   return true;
@@ -135,7 +141,8 @@ std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch) {
 
 TileConfig tile_config(const KernelSpec& spec) {
   for (const TileRow& row : kTiles)
-    if (row.family == spec.family && row.head_dim == spec.head_dim && (!row.arch || *row.arch == spec.arch))
+    if (row.family == spec.family && row.head_dim == spec.head_dim && (!row.arch || *row.arch == spec.arch) &&
+        (!row.mask || *row.mask == spec.mask))
       return row.tile;
   return {0, 0, 0};
 }

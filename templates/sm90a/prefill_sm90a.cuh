@@ -1,15 +1,17 @@
-// sm90a/prefill_sm90a.cuh - the Hopper prefill kernel (FlashAttention-3 recipe, v1): TMA loads
-// into mbarrier rings, wgmma for both GEMMs, warp specialization with setmaxnreg.
+// sm90a/prefill_sm90a.cuh - the Hopper prefill kernel (FlashAttention-3 recipe): TMA loads into
+// mbarrier rings, wgmma for both GEMMs, warp specialization with setmaxnreg, softmax overlapped
+// with the PV GEMM, ping-pong between the consumer warpgroups (D128).
 //
 // One CTA = 3 warpgroups and one (query tile of BLOCK_M = 128 rows, query head) work item at a
 // time, persistent over the scheduler's list (common/work_items.cuh):
 //   warpgroup 0  producer. One elected lane of warp 0 issues every TMA load: Q (D/64 boxes of
 //                64 x 128 rows), then each key tile's K and V (D/64 boxes of 64 x BLOCK_N) into a
-//                2-stage ring. The other three warps leave at once. 40 registers.
+//                2-stage ring. The other three warps leave at once. 40 or 24 registers.
 //   warpgroups 1, 2  consumers of rows 0-63 / 64-127. Per key tile: S = Q K^T (SS wgmma,
 //                m64 n BLOCK_N, D/16 k-steps), mask, online softmax in registers, P = bf16/f16(S)
-//                straight into the A registers of O += P V (RS wgmma, m64 n D, V MN-major).
-//                232 registers: O is 64 x D fp32 = D/2 per thread.
+//                straight into the A registers of O += P V (RS wgmma, m64 n D, V MN-major),
+//                pipelined so that the softmax of tile t runs under the PV GEMM of tile t-1
+//                (run_key_tiles_overlapped). 232 or 240 registers: O is D/2 fp32 per thread.
 // Math (SPEC.md) as the sm80 family: s = q.k in fp32, p = exp2(s * scale_log2 - m), running max
 // m and sum l per row, out = O * output_scale / l; a row that sees no key writes exactly 0.
 //
@@ -24,8 +26,8 @@
 // barrier uses (k & 1) ^ 1, which a fresh barrier passes at once.
 //
 // Which keys a tile visits: the union of its rows' ranges (common/mask.cuh), computed by every
-// warp on its own from the params (no barrier); the element mask runs only on key tiles where
-// some row of the warp does not see every key.
+// warp on its own from the params (no barrier; key_tiles_of); the element mask runs only on key
+// tiles where some row of the warp does not see every key.
 //
 // Packed layout: Q/K/V boxes past a request's end hold the next request's rows (the tensor maps
 // span the whole packed tensor). Their scores are masked to -inf, so p = 0 there; but 0 * inf is
@@ -65,13 +67,23 @@ static_assert(kHeadDim == 128 || kHeadDim == 256, "head dim 128 or 256");
 static_assert(kInputDtype == kFloat16 || kInputDtype == kBfloat16, "16-bit inputs (e4m3 runs on the sm80 family)");
 static_assert(kOutputDtype >= kFloat16 && kOutputDtype <= kE4m3, "output dtype code 0, 1 or 2");
 static_assert(kBlockM == 128 && kThreads == 384, "one producer and two consumer warpgroups of 64 rows");
-static_assert(kBlockN % 16 == 0 && (kBlockN == 64 || kBlockN == 128 || kBlockN == 256),
-              "BLOCK_N is a wgmma N this file instantiates (64, 128, 256)");
+static_assert(kBlockN % 16 == 0 && (kBlockN == 64 || kBlockN == 128 || kBlockN == 160 || kBlockN == 256),
+              "BLOCK_N is a wgmma N that sm90a/wgmma.cuh instantiates (64, 128, 160, 256)");
+
+// Softmax/GEMM overlap inside a warpgroup: S(t) and PV(t-1) are issued together and the softmax
+// of S(t) runs under the PV GEMM. That keeps S, the P operand and O live at once. D128 fits in
+// 232 registers. D256 (O alone is 128) needs 240, which leaves the producer 24: enough for the
+// closed-form key ranges of dense and causal masks, not for the variable-window reduction (ptxas
+// spilled ~150 bytes), so D256 variable windows run the two GEMMs of a step one after the other.
+constexpr bool kOverlapSoftmax = kHeadDim <= 128 || TSATTN_MASK != 2;
 
 // Register budgets (setmaxnreg). The launch gives 168 per thread (__launch_bounds__(384, 1));
-// 128 * 40 + 256 * 232 = 64512 = 384 * 168, so the consumers' increase can always be granted.
-constexpr int kProducerRegisters = 40;
-constexpr int kConsumerRegisters = 232;
+// 128 * 40 + 256 * 232 = 128 * 24 + 256 * 240 = 64512 = 384 * 168, so the consumers' increase
+// can always be granted.
+constexpr bool kWideConsumers = (kHeadDim == 256 || kBlockN > 128) && kOverlapSoftmax;
+constexpr int kProducerRegisters = kWideConsumers ? 24 : 40;
+constexpr int kConsumerRegisters = kWideConsumers ? 240 : 232;
+static_assert(128 * kProducerRegisters + 256 * kConsumerRegisters <= 384 * 168, "the CTA's launch registers");
 static_assert(128 * kProducerRegisters + 256 * kConsumerRegisters <= 384 * 168, "the CTA's launch registers");
 
 // Shared memory (from a 1024-byte aligned base; every slab is 1024-aligned for the 128B swizzle).
@@ -93,12 +105,6 @@ static_assert(kSmemBytes <= 232448, "fits the 227 KB a Hopper CTA may use");
 constexpr int kSAccum = kBlockN / 2;   // S accumulators per thread (m64 x BLOCK_N)
 constexpr int kOAccum = kHeadDim / 2;  // O accumulators per thread (m64 x D)
 constexpr int kPSteps = kBlockN / 16;  // k16 steps of the PV GEMM
-
-// Softmax/GEMM overlap inside a warpgroup: S(t) and PV(t-1) are issued together and the softmax
-// of S(t) runs under the PV GEMM. That keeps S, the P operand and O live at once: D128 fits in
-// 232 registers, D256 (O alone is 128) spilled 84-140 bytes with 232 or 240, so D256 runs the
-// two GEMMs of a step one after the other.
-constexpr bool kOverlapSoftmax = kHeadDim <= 128;
 
 // Named barriers (0 is __syncthreads): both consumer warpgroups (the packed-layout V guard), and
 // the ping-pong turns of consumer 0 and 1.
@@ -151,30 +157,50 @@ __device__ __forceinline__ int warp_max(int v) {
 }
 
 // The key tiles a work item visits: [first_key, first_key + num_tiles * BLOCK_N), the union of
-// the visible ranges of the tile's rows below q_len. Computed by a whole warp (lane l takes rows
-// l, l + 32, ...); every warp gets the same answer.
+// the visible ranges of the tile's rows below q_len (every warp gets the same answer, with no
+// barrier).
 struct KeyTiles {
   int first_key;
   int num_tiles;
 };
 
+__device__ __forceinline__ KeyTiles tiles_covering(int lo, int hi) {
+  if (lo > hi) return {0, 0};
+  const int first = (lo / kBlockN) * kBlockN;
+  return {first, (hi - first) / kBlockN + 1};
+}
+
 __device__ __forceinline__ KeyTiles key_tiles_of(const TsattnPrefillParams& p, const WorkItem& item, int lane) {
   const RequestExtent& req = item.extent;
   const int row0 = item.q_tile * kBlockM;
+  const int last_row = min(row0 + kBlockM, req.q_len) - 1;  // >= row0: work_item() checked row0 < q_len
+#if TSATTN_MASK == 2
+  // Per-row bounds from memory: a warp reduction (lane l takes rows l, l + 32, ...).
   int lo = kEmptyLo, hi = kEmptyHi;
 #pragma unroll
   for (int r = lane; r < kBlockM; r += 32) {
-    if (row0 + r < req.q_len) {
+    if (row0 + r <= last_row) {
       const KeyRange range = row_key_range(p, req, item.request, row0 + r);
       lo = min(lo, range.lo);
       hi = max(hi, range.hi);
     }
   }
-  lo = warp_min(lo);
-  hi = warp_max(hi);
-  if (lo == kEmptyLo) return {0, 0};
-  const int first = (lo / kBlockN) * kBlockN;
-  return {first, (hi - first) / kBlockN + 1};
+  return tiles_covering(warp_min(lo), warp_max(hi));
+#else
+  // Dense, causal and causal window ranges (common/mask.cuh) have both ends non-decreasing in the
+  // row, so the union is [lo of the first row that sees a key, hi of the last row]; closed form
+  // keeps the producer inside its small register budget.
+  (void)lane;
+  const KeyRange last = row_key_range(p, req, item.request, last_row);
+  if (last.lo > last.hi) return {0, 0};  // the last row sees nothing, so no row does
+#if TSATTN_MASK == 1
+  // Causal: row i sees a key iff i + kv_len - q_len >= 0.
+  const int first_row = max(row0, req.q_len - req.kv_len);
+#else
+  const int first_row = row0;
+#endif
+  return tiles_covering(row_key_range(p, req, item.request, first_row).lo, last.hi);
+#endif
 }
 
 // The batch coordinate of a request in the rank-4 maps {d, head, token, batch}: the packed
@@ -412,7 +438,7 @@ __device__ __forceinline__ void wait_v_tile(const KeyLoop& k, u32 stage, u32 par
 #endif
 }
 
-// D256: each key tile in order, S(t), softmax, then PV(t) (see kOverlapSoftmax).
+// Without kOverlapSoftmax (D256 variable windows): each key tile in order: S(t), softmax, PV(t).
 __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState& rows, float (&o)[kOAccum],
                                                      u32& kv_uses) {
   for (int tile = 0; tile < k.tiles.num_tiles; ++tile, ++kv_uses) {
@@ -440,9 +466,9 @@ __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState&
   }
 }
 
-// D128: software pipeline over key tiles. Step t issues S(t) = Q K(t)^T and O += P(t-1) V(t-1)
-// together, and the softmax of S(t) runs while the tensor cores do that PV GEMM. The first tile
-// has no PV before it; after the last, one PV is left.
+// With kOverlapSoftmax: a software pipeline over key tiles. Step t issues S(t) = Q K(t)^T and
+// O += P(t-1) V(t-1) together, and the softmax of S(t) runs while the tensor cores do that PV
+// GEMM. The first tile has no PV before it; after the last, one PV is left.
 __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowState& rows, float (&o)[kOAccum],
                                                          u32& kv_uses) {
   u32 a[kPSteps][4];  // P(t-1) as the PV GEMM's A operand

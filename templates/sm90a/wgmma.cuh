@@ -7,7 +7,7 @@
 //     or reads the tile with ordinary loads and stores.
 //   - wgmma_fence / wgmma_commit / wgmma_wait<N>: wgmma.{fence,commit_group,wait_group}.
 //   - wgmma_ss<N, dtype>(): one wgmma.mma_async m64nNk16 with fp32 accumulators and both
-//     operands in shared memory (SS), for N in {64, 128, 256} and bf16/f16 inputs.
+//     operands in shared memory (SS), for N in {64, 128, 160, 256} and bf16/f16 inputs.
 //   - smem_desc_sw128_mnmajor(): the descriptor of an MN-major B operand (V in O += P V: rows
 //     are the K dimension (keys), 64 N-elements (head dim) per 128-byte swizzled row), and
 //     wgmma_rs<N, dtype>(): one m64nNk16 with A from registers (P) and B transposed from smem.
@@ -115,6 +115,7 @@ struct WgmmaRS;
 #define TSATTN_ACC32(i) TSATTN_ACC16(i), TSATTN_ACC16(i + 16)
 #define TSATTN_ACC_64 TSATTN_ACC32(0)
 #define TSATTN_ACC_128 TSATTN_ACC32(0), TSATTN_ACC32(32)
+#define TSATTN_ACC_160 TSATTN_ACC32(0), TSATTN_ACC32(32), TSATTN_ACC16(64)
 #define TSATTN_ACC_256 TSATTN_ACC32(0), TSATTN_ACC32(32), TSATTN_ACC32(64), TSATTN_ACC32(96)
 #define TSATTN_WGMMA_REGS_64 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
@@ -128,6 +129,14 @@ struct WgmmaRS;
   "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define TSATTN_WGMMA_TAIL_128 " %64, %65, p, 1, 1, 0, 0;\n"
 #define TSATTN_WGMMA_PRED_128 "setp.ne.b32 p, %66, 0;\n"
+#define TSATTN_WGMMA_REGS_160 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+  "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, " \
+  "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, " \
+  "%54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, " \
+  "%72, %73, %74, %75, %76, %77, %78, %79"
+#define TSATTN_WGMMA_TAIL_160 " %80, %81, p, 1, 1, 0, 0;\n"
+#define TSATTN_WGMMA_PRED_160 "setp.ne.b32 p, %82, 0;\n"
 #define TSATTN_WGMMA_REGS_256 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
   "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, " \
@@ -165,9 +174,11 @@ struct WgmmaRS;
 
 TSATTN_DEFINE_WGMMA_SS(64, kBfloat16, "bf16")
 TSATTN_DEFINE_WGMMA_SS(128, kBfloat16, "bf16")
+TSATTN_DEFINE_WGMMA_SS(160, kBfloat16, "bf16")
 TSATTN_DEFINE_WGMMA_SS(256, kBfloat16, "bf16")
 TSATTN_DEFINE_WGMMA_SS(64, kFloat16, "f16")
 TSATTN_DEFINE_WGMMA_SS(128, kFloat16, "f16")
+TSATTN_DEFINE_WGMMA_SS(160, kFloat16, "f16")
 TSATTN_DEFINE_WGMMA_SS(256, kFloat16, "f16")
 
 #define TSATTN_DEFINE_WGMMA_RS(N, DTYPE, TYPE)                                                   \
@@ -207,6 +218,10 @@ TSATTN_DEFINE_WGMMA_RS(256, kFloat16, "f16")
 #undef TSATTN_WGMMA_TAIL_128
 #undef TSATTN_WGMMA_PRED_128
 #undef TSATTN_ACC_128
+#undef TSATTN_WGMMA_REGS_160
+#undef TSATTN_WGMMA_TAIL_160
+#undef TSATTN_WGMMA_PRED_160
+#undef TSATTN_ACC_160
 #undef TSATTN_WGMMA_REGS_256
 #undef TSATTN_WGMMA_TAIL_256
 #undef TSATTN_WGMMA_PRED_256

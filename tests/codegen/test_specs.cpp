@@ -67,10 +67,13 @@ TEST_SUITE("codegen/specs") {
       CHECK(all_specs(KernelFamily::sm90a, arch).empty());
     }
     spec.arch = Arch::sm_90a;
+    spec.mask = MaskVariant::causal;
     const TileConfig d128 = tile_config(spec);
     CHECK(d128.block_m == 128);
     CHECK(d128.block_n == 128);
     CHECK(d128.num_warps == 12);
+    spec.mask = MaskVariant::dense;  // dense D128 takes longer key steps
+    CHECK(tile_config(spec).block_n == 160);
     spec.head_dim = 256;
     const TileConfig d256 = tile_config(spec);
     CHECK(d256.block_m == 128);
