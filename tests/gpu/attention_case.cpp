@@ -1,8 +1,11 @@
 #include "gpu/attention_case.hpp"
 
+#include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "api/dtype.hpp"
@@ -83,7 +86,8 @@ std::string AttentionCase::describe() const {
                      sm_scale ? fmt::format(" sm_scale={}", *sm_scale) : "",
                      output_scale != 1.0 ? fmt::format(" output_scale={}", output_scale) : "",
                      fused_qkv ? " fused-qkv" : "", device_indptr ? " gpu-indptr" : "",
-                     odd_unit_strides ? " odd-unit-strides" : "");
+                     odd_unit_strides ? " odd-unit-strides" : "") +
+         (nan_v_request >= 0 ? fmt::format(" nan-v-request={}", nan_v_request) : "");
 }
 
 struct PreparedCase::State {
@@ -112,6 +116,33 @@ struct PreparedCase::State {
     }
   }
 
+  // NaN bits of a 16- or 8-bit float (e4m3 has no infinity; NaN is what a 0 weight cannot cancel).
+  static uint16_t nan_bits(tsattn_dtype dtype) {
+    return dtype == TSATTN_DTYPE_BFLOAT16 ? 0x7FC0 : (dtype == TSATTN_DTYPE_FLOAT16 ? 0x7E00 : 0x7F);
+  }
+
+  // Every element of V's rows of request nan_v_request (packed, compact V) becomes NaN.
+  void write_nan_v_rows() {
+    const int b = c.nan_v_request;
+    const int64_t row_elements = int64_t{c.num_kv_heads} * c.head_dim;
+    const int32_t* kv = kv_indptr.host.as<int32_t>();
+    const size_t bytes = dtype_size(c.input_dtype);
+    auto* base = static_cast<std::byte*>(v_view.data);
+    const uint16_t nan = nan_bits(c.input_dtype);
+    for (int64_t e = kv[b] * row_elements; e < kv[b + 1] * row_elements; ++e) std::memcpy(base + e * bytes, &nan, bytes);
+  }
+
+  // Output rows of request nan_v_request: zeroed in both results, so the comparison skips them.
+  void forget_nan_request_rows(std::vector<float>& expected) {
+    const int b = c.nan_v_request;
+    const int64_t row_elements = int64_t{c.num_qo_heads} * c.head_dim;
+    const int32_t* qo = qo_indptr.host.as<int32_t>();
+    const size_t bytes = dtype_size(c.output_dtype);
+    std::fill(expected.begin() + qo[b] * row_elements, expected.begin() + qo[b + 1] * row_elements, 0.0f);
+    std::memset(out.host.storage.get() + qo[b] * row_elements * bytes, 0,
+                static_cast<size_t>((qo[b + 1] - qo[b]) * row_elements) * bytes);
+  }
+
   void upload_all() {
     for (Mirrored& m : inputs) m.upload();
     for (Mirrored* m : {&qo_indptr, &kv_indptr}) m->upload();
@@ -123,6 +154,9 @@ struct PreparedCase::State {
 PreparedCase::PreparedCase(const AttentionCase& c, std::mt19937_64& rng) : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.c = c;
+  // The NaN rows are written into a compact packed V and skipped in a compact packed out.
+  REQUIRE((c.nan_v_request < 0 || (c.packed && !c.fused_qkv && !c.odd_unit_strides &&
+                                   c.nan_v_request < static_cast<int>(c.q_lens.size()))));
   const int64_t batch = static_cast<int64_t>(c.q_lens.size());
   const int64_t total_q = s.total(c.q_lens), total_k = s.total(c.kv_lens);
   const int64_t hq = c.num_qo_heads, hkv = c.num_kv_heads, d = c.head_dim;
@@ -189,6 +223,7 @@ void PreparedCase::refresh(std::mt19937_64& rng, bool resplit) {
     s.c.kv_lens = random_split(s.total(s.c.kv_lens), s.c.kv_lens.size(), rng);
   }
   s.write_lengths(rng);
+  if (s.c.nan_v_request >= 0) s.write_nan_v_rows();
   s.upload_all();
 }
 
@@ -239,8 +274,9 @@ ref::Comparison PreparedCase::check() {
     host_options.variable_window_token_ends = &ev;
   }
   const Arguments args{&qv, &kvw, &vv, s.c.packed ? &qov : nullptr, s.c.packed ? &kvv : nullptr, &host_options, &ov};
-  const std::vector<float> expected = ref::reference_prefill(validate_arguments(args, Residency::host));
+  std::vector<float> expected = ref::reference_prefill(validate_arguments(args, Residency::host));
   s.out.device.download(s.out.host.storage.get(), s.out.host.bytes);
+  if (s.c.nan_v_request >= 0) s.forget_nan_request_rows(expected);
   return ref::compare_output(s.c.output_dtype, s.out.host.storage.get(), expected, s.c.num_qo_heads, s.c.head_dim,
                              ref::tolerance_for(s.c.input_dtype, s.c.output_dtype));
 }

@@ -41,6 +41,10 @@ struct AttentionCase {
   // Give every size-1 dimension of q, k, v and out (but d) an odd stride: valid per SPEC, since
   // such a stride never multiplies a non-zero index.
   bool odd_unit_strides = false;
+  // Packed layout: fill every V row of this request with NaN, and leave that request's output
+  // rows out of the comparison. The other requests must come out exact: a kernel that reads a
+  // neighbour's rows in a shared tile must not let them reach its own result (p = 0 times NaN).
+  int nan_v_request = -1;
 
   std::string describe() const;
 };

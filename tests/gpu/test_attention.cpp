@@ -382,6 +382,31 @@ TEST_SUITE("gpu/attention") {
     MESSAGE(summary.text());
   }
 
+  TEST_CASE("packed layout: NaN in one request's V never reaches its neighbours' outputs") {
+    // Key tiles that cross a request's end read the next request's rows in both families (sm90a's
+    // TMA boxes span the packed tensor); their weights are 0, and 0 * NaN is NaN unless those rows
+    // are cleared first. Request 1's V is all NaN; requests 0 and 2 must match the oracle.
+    TSATTN_REQUIRE_GPU();
+    std::mt19937_64 rng(test_seed());
+    ErrorSummary summary;
+    for (tsattn_dtype input : {TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_FLOAT16, TSATTN_DTYPE_FLOAT8_E4M3FN})
+      for (tsattn_mask_type mask : {TSATTN_MASK_DENSE, TSATTN_MASK_CAUSAL, TSATTN_MASK_VARIABLE_WINDOW})
+        for (int head_dim : {128, 256}) {
+          AttentionCase c;
+          c.packed = true;
+          c.q_lens = {150, 70, 129};
+          c.kv_lens = {150, 90, 200};  // 150 and 200 keys end inside a key tile of every width
+          c.input_dtype = input;
+          c.mask = mask;
+          c.head_dim = head_dim;
+          c.num_qo_heads = 4;
+          c.num_kv_heads = 2;
+          c.nan_v_request = 1;
+          check_case(c, rng, summary);
+        }
+    MESSAGE(summary.text());
+  }
+
   TEST_CASE("malformed GPU indptrs: rejected in eager calls, clamped inside the tensors under capture") {
     // Eager calls read GPU indptrs back and reject bad values like host ones. Under graph capture
     // nothing can be read: the planner and the kernel clamp every value, so garbage may give
