@@ -96,8 +96,8 @@ __device__ __forceinline__ u32 fragment_address(u32 lane_base, int k) {
 //            16-bit inputs; 1 stage each for e4m3 inputs, whose double-buffered cp.async
 //            landing zone is the raw byte tiles below (widened into K/V once a tile is in).
 //   Kraw,Vraw [BLOCK_N][D] bytes, 2 stages each, e4m3 inputs only, unswizzled.
-//   ranges   [BLOCK_M] x (lo, hi): each row's visible keys for the current task (masking).
-//   reduce   4 ints per warp: the CTA-wide key range of a task (see prefill_sm80.cuh).
+//   ranges   [BLOCK_M] x (lo, hi): each row's visible keys for the current work item (masking).
+//   reduce   4 ints per warp: the CTA-wide key range of a work item (see prefill_sm80.cuh).
 // The kernel rounds the dynamic shared-memory base up to 128 bytes itself (fragment_address
 // needs 128-byte aligned tiles), hence the 128 bytes of slack in kSmemBytes.
 constexpr int kQBytes = kBlockM * kRowBytes;

@@ -11,8 +11,7 @@
 //
 // Barriers (all CTA-uniform; every buffer is rewritten only after a barrier that follows its
 // last read):
-//   task start   reduce_tile_range's first barrier: the previous task is done with everything.
-//   head start   one barrier before Q and key tile 0 are loaded for the second head on.
+//   item start   reduce_tile_range's first barrier: the previous work item is done with everything.
 //   key tile t   cp.async.wait_group 0 + barrier: tile t (and Q) landed for all threads, and
 //                every warp finished tile t - 1, whose stage the prefetch of t + 1 overwrites.
 //                e4m3 inputs: one more barrier after widening tile t into the f16 K/V buffers.
@@ -48,7 +47,7 @@ namespace sm80 {
 constexpr int kNTiles = kBlockN / 8;   // n8 score tiles per row tile
 constexpr int kDTiles = kHeadDim / 8;  // n8 output tiles per row tile
 
-// The CTA-wide key range of one task (all its heads share it): keys outside
+// The CTA-wide key range of one work item (a query tile and head): keys outside
 // [first_key, last_key] are invisible to every row, so those tiles are skipped; a key tile
 // inside [full_from, full_to] is visible to every row, so it needs no element mask.
 struct TileRange {
@@ -75,7 +74,7 @@ __device__ __forceinline__ int warp_max(int v) {
 // key loop costs 4 per row tile that D = 256 cannot spare). Rows at or past q_len take no part
 // in the reduction (they are never written; their zero Q rows give finite scores either way)
 // and read back as empty. Starts with a barrier: the scratch words, row_ranges and every tile
-// buffer may still be in use by the previous task.
+// buffer may still be in use by the previous work item.
 __device__ __forceinline__ TileRange reduce_tile_range(const KeyRange (&rows)[kMTiles][2],
                                                        const bool (&row_valid)[kMTiles][2],
                                                        KeyRange* row_ranges, int* scratch,
@@ -184,17 +183,11 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[kMTiles][kDTiles][4],
     for (int mt = 0; mt < kMTiles; ++mt) {
       const float(&p0)[4] = p[mt][2 * kk];
       const float(&p1)[4] = p[mt][2 * kk + 1];
-      if constexpr (kBf16Mma) {
-        a[mt][0] = pack_bf16x2(p0[0], p0[1]);
-        a[mt][1] = pack_bf16x2(p0[2], p0[3]);
-        a[mt][2] = pack_bf16x2(p1[0], p1[1]);
-        a[mt][3] = pack_bf16x2(p1[2], p1[3]);
-      } else {
-        a[mt][0] = pack_f16x2(p0[0], p0[1]);
-        a[mt][1] = pack_f16x2(p0[2], p0[3]);
-        a[mt][2] = pack_f16x2(p1[0], p1[1]);
-        a[mt][3] = pack_f16x2(p1[2], p1[3]);
-      }
+      constexpr int kMmaDtype = kBf16Mma ? kBfloat16 : kFloat16;
+      a[mt][0] = pack_pair<kMmaDtype>(p0[0], p0[1]);
+      a[mt][1] = pack_pair<kMmaDtype>(p0[2], p0[3]);
+      a[mt][2] = pack_pair<kMmaDtype>(p1[0], p1[1]);
+      a[mt][3] = pack_pair<kMmaDtype>(p1[2], p1[3]);
     }
 #pragma unroll
     for (int dp = 0; dp < kDTiles / 2; ++dp) {

@@ -323,14 +323,6 @@ __device__ __forceinline__ void rescale_output(float (&o)[kOAccum], const float 
   }
 }
 
-template <int dtype>
-__device__ __forceinline__ u32 pack_input_pair(float lo, float hi) {
-  if constexpr (dtype == kBfloat16)
-    return pack_bf16x2(lo, hi);
-  else
-    return pack_f16x2(lo, hi);
-}
-
 // S = Q K^T for this warpgroup's 64 rows against one K stage (SS wgmma, D/16 k-steps), issued
 // and committed as one wgmma group.
 __device__ __forceinline__ void issue_scores(float (&s)[kSAccum], u32 q_rows, u32 k_tile) {
@@ -356,7 +348,7 @@ __device__ __forceinline__ void p_to_operand(const float (&s)[kSAccum], u32 (&a)
 #pragma unroll
   for (int kk = 0; kk < kPSteps; ++kk) {
 #pragma unroll
-    for (int r = 0; r < 4; ++r) a[kk][r] = pack_input_pair<kInputDtype>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+    for (int r = 0; r < 4; ++r) a[kk][r] = pack_pair<kInputDtype>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
   }
 }
 
