@@ -169,6 +169,19 @@ __device__ __forceinline__ float fast_exp2(float x) {
 
 __device__ __forceinline__ float neg_inf() { return __uint_as_float(0xFF800000u); }
 
+// Minimum / maximum over the 32 lanes of a converged warp (every lane gets the result).
+__device__ __forceinline__ int warp_min(int v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ int warp_max(int v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+  return v;
+}
+
 #endif  // __CUDA_ARCH__
 
 }  // namespace tsattn_dev

@@ -57,18 +57,6 @@ struct TileRange {
   int full_to;    // min over rows of hi (kEmptyHi if a row sees nothing)
 };
 
-__device__ __forceinline__ int warp_min(int v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-  return v;
-}
-
-__device__ __forceinline__ int warp_max(int v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-  return v;
-}
-
 // Reduces each thread's rows' key ranges over the CTA, and publishes every row's range in
 // shared memory (row_ranges, read back by apply_mask: keeping them in registers for the whole
 // key loop costs 4 per row tile that D = 256 cannot spare). Rows at or past q_len take no part

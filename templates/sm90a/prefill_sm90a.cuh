@@ -143,18 +143,6 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegisters));
 }
 
-__device__ __forceinline__ int warp_min(int v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-  return v;
-}
-
-__device__ __forceinline__ int warp_max(int v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-  return v;
-}
-
 // The key tiles a work item visits: [first_key, first_key + num_tiles * BLOCK_N), the union of
 // the visible ranges of the tile's rows below q_len (every warp gets the same answer, with no
 // barrier).
@@ -217,6 +205,20 @@ __device__ __forceinline__ void wait_phase(u32 bar, u32 parity) {
 // ---------------------------------------------------------------------------------------------
 // Producer: one elected lane of warp 0.
 
+// One K or V tile (D/64 boxes of 64 x BLOCK_N) into `stage` of the ring at smem + ring_offset
+// whose full/empty barriers start at index full0/empty0: waits until the consumers released the
+// stage (producer parity), announces the tile's bytes on its full barrier, loads.
+__device__ __forceinline__ void load_kv_tile(const TsattnTmaDescriptor& map, u32 smem, u32 bars, u32 ring_offset,
+                                             u32 full0, u32 empty0, u32 stage, u32 empty_parity, int kv_head,
+                                             int token, int batch) {
+  wait_phase(bars + 8 * (empty0 + stage), empty_parity);
+  mbarrier_arrive_expect_tx(bars + 8 * (full0 + stage), kKvTileBytes);
+#pragma unroll
+  for (int s = 0; s < kSlabs; ++s)
+    tma_load_4d(smem + ring_offset + stage * kKvTileBytes + s * kKvSlabBytes, map, bars + 8 * (full0 + stage), 64 * s,
+                kv_head, token, batch);
+}
+
 __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const TsattnTensorMaps& maps, u32 smem,
                                         u32 bars) {
   const int lane = threadIdx.x % 32;
@@ -241,18 +243,8 @@ __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const
       for (int t = 0; t < tiles.num_tiles; ++t, ++kv_uses) {
         const u32 stage = kv_uses % kStages, parity = ((kv_uses / kStages) & 1) ^ 1;
         const int token = item.extent.kv_begin + tiles.first_key + t * kBlockN;
-        wait_phase(bars + 8 * (kKEmpty + stage), parity);
-        mbarrier_arrive_expect_tx(bars + 8 * (kKFull + stage), kKvTileBytes);
-#pragma unroll
-        for (int s = 0; s < kSlabs; ++s)
-          tma_load_4d(smem + kKOffset + stage * kKvTileBytes + s * kKvSlabBytes, maps.k, bars + 8 * (kKFull + stage),
-                      64 * s, kv_head, token, batch);
-        wait_phase(bars + 8 * (kVEmpty + stage), parity);
-        mbarrier_arrive_expect_tx(bars + 8 * (kVFull + stage), kKvTileBytes);
-#pragma unroll
-        for (int s = 0; s < kSlabs; ++s)
-          tma_load_4d(smem + kVOffset + stage * kKvTileBytes + s * kKvSlabBytes, maps.v, bars + 8 * (kVFull + stage),
-                      64 * s, kv_head, token, batch);
+        load_kv_tile(maps.k, smem, bars, kKOffset, kKFull, kKEmpty, stage, parity, kv_head, token, batch);
+        load_kv_tile(maps.v, smem, bars, kVOffset, kVFull, kVEmpty, stage, parity, kv_head, token, batch);
       }
     } else {
       kv_uses += tiles.num_tiles;

@@ -11,11 +11,9 @@
 #ifndef TSATTN_SM90A_TEST_MBARRIER_RING_CUH
 #define TSATTN_SM90A_TEST_MBARRIER_RING_CUH
 
-#include "sm90a/tma.cuh"
-#include "sm90a/wgmma.cuh"
+#include "sm90a/test_common.cuh"
 
 namespace tsattn_dev {
-constexpr u64 kRingTestTimeoutNs = 2000000000ull;  // 2 s: a test kernel reports instead of hanging
 constexpr int kRingStages = 2;
 constexpr u32 kRingTileBytes = 64 * 128;
 }  // namespace tsattn_dev
@@ -48,7 +46,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     if (elect_one_sync()) {
       for (int t = 0; t < num_tiles; ++t) {
         const int s = t % kRingStages, k = t / kRingStages;
-        if (!mbarrier_wait_parity_bounded(empty0 + 8 * s, (k & 1) ^ 1, kRingTestTimeoutNs)) {
+        if (!mbarrier_wait_parity_bounded(empty0 + 8 * s, (k & 1) ^ 1, kTestTimeoutNs)) {
           atomicOr(&status[0], 1);
           break;
         }
@@ -61,7 +59,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     const int ct = threadIdx.x - 128, row = ct / 2, col0 = 32 * (ct % 2);
     for (int t = 0; t < num_tiles; ++t) {
       const int s = t % kRingStages, k = t / kRingStages;
-      if (!mbarrier_wait_parity_bounded(full0 + 8 * s, k & 1, kRingTestTimeoutNs)) {
+      if (!mbarrier_wait_parity_bounded(full0 + 8 * s, k & 1, kTestTimeoutNs)) {
         atomicOr(&status[1], 1);
         break;
       }

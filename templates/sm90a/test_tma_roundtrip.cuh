@@ -12,11 +12,9 @@
 #ifndef TSATTN_SM90A_TEST_TMA_ROUNDTRIP_CUH
 #define TSATTN_SM90A_TEST_TMA_ROUNDTRIP_CUH
 
-#include "sm90a/tma.cuh"
-#include "sm90a/wgmma.cuh"
+#include "sm90a/test_common.cuh"
 
 namespace tsattn_dev {
-constexpr u64 kSm90TestTimeoutNs = 2000000000ull;  // 2 s: a test kernel reports instead of hanging
 constexpr int kTmaTestPrefetch = 1;
 constexpr int kTmaTestStore = 2;
 }
@@ -50,7 +48,7 @@ extern "C" __global__ void __launch_bounds__(128, 1)
     }
     __syncwarp();
   }
-  const bool ok = mbarrier_wait_parity_bounded(bar, 0, kSm90TestTimeoutNs);
+  const bool ok = mbarrier_wait_parity_bounded(bar, 0, kTestTimeoutNs);
   if (ok) {
     u16* const out = tiles + static_cast<size_t>(blockIdx.x) * 64 * 64;
     for (int chunk = threadIdx.x; chunk < 64 * 8; chunk += 128) {

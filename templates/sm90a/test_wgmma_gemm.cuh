@@ -10,8 +10,7 @@
 #ifndef TSATTN_SM90A_TEST_WGMMA_GEMM_CUH
 #define TSATTN_SM90A_TEST_WGMMA_GEMM_CUH
 
-#include "sm90a/tma.cuh"
-#include "sm90a/wgmma.cuh"
+#include "sm90a/test_common.cuh"
 
 namespace tsattn_dev {
 
@@ -52,13 +51,7 @@ __device__ __forceinline__ void wgmma_gemm_test(const u16* a, const u16* b, floa
   wgmma_wait<0>();
   wgmma_fence_operands(d);
 
-  const int t = threadIdx.x, w = t / 32, g = (t % 32) / 4, q = t % 4;
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) {
-    const int j = i / 4, r = i % 4;
-    const int row = 16 * w + g + 8 * (r / 2), col = 8 * j + 2 * q + (r % 2);
-    c[row * N + col] = d[i];
-  }
+  store_accumulators<N>(d, c);
 }
 
 }  // namespace tsattn_dev

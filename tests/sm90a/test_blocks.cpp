@@ -170,9 +170,10 @@ static_assert(sizeof(CUtensorMap) == sizeof(TsattnTmaDescriptor) && alignof(CUte
               "TsattnTmaDescriptor mirrors CUtensorMap");
 
 // ---------------------------------------------------------------------------------------------
-// wgmma GEMM.
+// wgmma GEMMs: C (64 x n fp32) = A (64 x 64) times B, one warpgroup, against a double-precision
+// CPU GEMM of the same 16-bit values.
 
-struct GemmCase {
+struct WgmmaCase {
   const char* symbol;
   int n;
   bool bf16;
@@ -181,117 +182,107 @@ struct GemmCase {
 uint16_t encode16(bool bf16, float v) { return bf16 ? ref::float_to_bfloat16(v) : ref::float_to_half(v); }
 float decode16(bool bf16, uint16_t b) { return bf16 ? ref::bfloat16_to_float(b) : ref::half_to_float(b); }
 
-// C = A (64x64) * B^T (B: n x 64) on the GPU against a double-precision CPU GEMM of the same
-// 16-bit values. grid_values: multiples of 1/8 in [-2, 2] (every partial sum exact in fp32, so the
-// GPU must match exactly); otherwise uniform in [-1, 1] with a rounding-sized tolerance
-// (1e-4 of the sum of |products|: any layout or descriptor error is off by O(1)).
-void check_wgmma_gemm(const Module& module, const GemmCase& g, bool grid_values, std::mt19937_64& rng) {
-  CAPTURE(g.symbol);
-  CAPTURE(grid_values);
-  const int m = 64, k = 64, n = g.n;
-  std::vector<uint16_t> a(m * k), b(n * k);
+// grid_values: multiples of 1/8 in [-2, 2] (every partial sum exact in fp32, so the GPU must
+// match exactly); otherwise uniform in [-1, 1].
+std::vector<uint16_t> random16(size_t count, bool bf16, bool grid_values, std::mt19937_64& rng) {
   std::uniform_int_distribution<int> grid(-16, 16);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  for (uint16_t& x : a) x = encode16(g.bf16, grid_values ? grid(rng) / 8.0f : uniform(rng));
-  for (uint16_t& x : b) x = encode16(g.bf16, grid_values ? grid(rng) / 8.0f : uniform(rng));
+  std::vector<uint16_t> values(count);
+  for (uint16_t& x : values) x = encode16(bf16, grid_values ? grid(rng) / 8.0f : uniform(rng));
+  return values;
+}
 
-  DeviceBuffer da(a.size() * 2), db(b.size() * 2), dc(static_cast<size_t>(m) * n * 4);
+// Runs kernel(a, b, c, extra...) on one warpgroup and returns C (64 x n), poisoned with NaN
+// first so that an element no thread wrote stays NaN.
+template <class... Extra>
+std::vector<float> run_wgmma_kernel(const Module& module, const WgmmaCase& g, const std::vector<uint16_t>& a,
+                                    const std::vector<uint16_t>& b, Extra... extra) {
+  DeviceBuffer da(a.size() * 2), db(b.size() * 2), dc(size_t(64) * g.n * 4);
   da.upload(a.data(), a.size() * 2);
   db.upload(b.data(), b.size() * 2);
-  dc.fill_bytes(0xFF);  // NaN: an element no thread wrote stays NaN
+  dc.fill_bytes(0xFF);
   Stream stream;
   CUdeviceptr pa = da.address(), pb = db.address(), pc = dc.address();
-  void* params[] = {&pa, &pb, &pc};
+  void* params[] = {&pa, &pb, &pc, &extra...};
   launch(module.function(g.symbol), 1, 128, params, stream, g.symbol);
-  std::vector<float> c(static_cast<size_t>(m) * n);
+  std::vector<float> c(size_t(64) * g.n);
   dc.download(c.data(), c.size() * 4);
+  return c;
+}
 
-  int bad = 0, garbage_kept = 0;
-  std::string first;
+// The accumulators' start value in test_wgmma_gemm.cuh (kWgmmaTestGarbage).
+constexpr double kWgmmaTestGarbage = 12345.0;
+
+struct GemmMismatches {
+  int bad = 0;
+  int off_by_garbage = 0;  // off by exactly kWgmmaTestGarbage
+  std::string first;       // the first few, described
+};
+
+// C against A (64 x 64, row-major) times B, where B(kk, j) is b[j * 64 + kk] when b_is_n_by_k
+// (the K-major B of S = Q K^T) and b[kk * n + j] otherwise (V in O = P V). With random values the
+// tolerance is 1e-4 of the sum of |products| (fp32 sums of 64 terms): any layout or descriptor
+// error is off by O(1).
+GemmMismatches compare_gemm(const std::vector<float>& c, const std::vector<uint16_t>& a, const std::vector<uint16_t>& b,
+                            int n, bool b_is_n_by_k, bool bf16, bool grid_values) {
+  const int m = 64, k = 64;
+  GemmMismatches result;
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {
       double expected = 0, magnitude = 0;
       for (int kk = 0; kk < k; ++kk) {
-        const double p = double(decode16(g.bf16, a[i * k + kk])) * double(decode16(g.bf16, b[j * k + kk]));
+        const uint16_t b_value = b_is_n_by_k ? b[j * k + kk] : b[kk * n + j];
+        const double p = double(decode16(bf16, a[i * k + kk])) * double(decode16(bf16, b_value));
         expected += p;
         magnitude += std::fabs(p);
       }
       const double got = c[static_cast<size_t>(i) * n + j];
-      const double tolerance = grid_values ? 0.0 : 1e-4 * magnitude + 1e-6;  // fp32 sums of 64 terms
+      const double tolerance = grid_values ? 0.0 : 1e-4 * magnitude + 1e-6;
       if (!(std::fabs(got - expected) <= tolerance)) {
-        ++bad;
-        if (std::fabs(got - expected - 12345.0) < 1.0) ++garbage_kept;
-        if (bad <= 8) first += fmt::format(" ({},{}): got {} expected {};", i, j, got, expected);
+        ++result.bad;
+        if (std::fabs(got - expected - kWgmmaTestGarbage) < 1.0) ++result.off_by_garbage;
+        if (result.bad <= 8) result.first += fmt::format(" ({},{}): got {} expected {};", i, j, got, expected);
       }
     }
   }
-  INFO("first mismatches:" << first);
-  INFO(garbage_kept << " mismatches are off by the initial accumulator value (scale-d ignored?)");
-  CHECK(bad == 0);
+  return result;
+}
+
+// S-style GEMM: C = A * B^T (B: n x 64), both K-major in swizzled shared memory.
+void check_wgmma_gemm(const Module& module, const WgmmaCase& g, bool grid_values, std::mt19937_64& rng) {
+  CAPTURE(g.symbol);
+  CAPTURE(grid_values);
+  const std::vector<uint16_t> a = random16(64 * 64, g.bf16, grid_values, rng);
+  const std::vector<uint16_t> b = random16(size_t(g.n) * 64, g.bf16, grid_values, rng);
+  const GemmMismatches result =
+      compare_gemm(run_wgmma_kernel(module, g, a, b), a, b, g.n, true, g.bf16, grid_values);
+  INFO("first mismatches:" << result.first);
+  INFO(result.off_by_garbage << " mismatches are off by the initial accumulator value (scale-d ignored?)");
+  CHECK(result.bad == 0);
 }
 
 // ---------------------------------------------------------------------------------------------
 // O = P V through RS wgmma with V MN-major (the attention's second GEMM).
 
-struct PvCase {
-  const char* symbol;
-  int n;
-  bool bf16;
-};
-
-// Runs one PV kernel; returns the number of mismatching elements of C (64 x n) against a
-// double-precision CPU GEMM and describes the first few in `first`.
-int run_wgmma_pv(const Module& module, const PvCase& g, int variant, bool grid_values, std::mt19937_64& rng,
-                 std::string& first) {
-  const int m = 64, k = 64, n = g.n;
-  std::vector<uint16_t> p(m * k), v(k * n);
-  std::uniform_int_distribution<int> grid(-16, 16);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  for (uint16_t& x : p) x = encode16(g.bf16, grid_values ? grid(rng) / 8.0f : uniform(rng));
-  for (uint16_t& x : v) x = encode16(g.bf16, grid_values ? grid(rng) / 8.0f : uniform(rng));
-  DeviceBuffer dp(p.size() * 2), dv(v.size() * 2), dc(static_cast<size_t>(m) * n * 4);
-  dp.upload(p.data(), p.size() * 2);
-  dv.upload(v.data(), v.size() * 2);
-  dc.fill_bytes(0xFF);  // NaN: an element no thread wrote stays NaN
-  Stream stream;
-  CUdeviceptr pp = dp.address(), pv = dv.address(), pc = dc.address();
-  void* params[] = {&pp, &pv, &pc, &variant};
-  launch(module.function(g.symbol), 1, 128, params, stream, g.symbol);
-  std::vector<float> c(static_cast<size_t>(m) * n);
-  dc.download(c.data(), c.size() * 4);
-  int bad = 0;
-  for (int i = 0; i < m; ++i) {
-    for (int j = 0; j < n; ++j) {
-      double expected = 0, magnitude = 0;
-      for (int kk = 0; kk < k; ++kk) {
-        const double prod = double(decode16(g.bf16, p[i * k + kk])) * double(decode16(g.bf16, v[kk * n + j]));
-        expected += prod;
-        magnitude += std::fabs(prod);
-      }
-      const double got = c[static_cast<size_t>(i) * n + j];
-      const double tolerance = grid_values ? 0.0 : 1e-4 * magnitude + 1e-6;
-      if (!(std::fabs(got - expected) <= tolerance)) {
-        ++bad;
-        if (bad <= 8) first += fmt::format(" ({},{}): got {} expected {};", i, j, got, expected);
-      }
-    }
-  }
-  return bad;
+// Runs one PV kernel (P: 64 x 64, V: 64 x n) with the descriptor variant of test_wgmma_pv.cuh.
+GemmMismatches run_wgmma_pv(const Module& module, const WgmmaCase& g, int variant, bool grid_values,
+                            std::mt19937_64& rng) {
+  const std::vector<uint16_t> p = random16(64 * 64, g.bf16, grid_values, rng);
+  const std::vector<uint16_t> v = random16(size_t(64) * g.n, g.bf16, grid_values, rng);
+  return compare_gemm(run_wgmma_kernel(module, g, p, v, variant), p, v, g.n, false, g.bf16, grid_values);
 }
 
-void check_wgmma_pv(const Module& module, const PvCase& g, bool grid_values, std::mt19937_64& rng) {
+void check_wgmma_pv(const Module& module, const WgmmaCase& g, bool grid_values, std::mt19937_64& rng) {
   CAPTURE(g.symbol);
   CAPTURE(grid_values);
-  std::string first;
-  const int bad = run_wgmma_pv(module, g, 0, grid_values, rng, first);
-  INFO("first mismatches:" << first);
-  if (bad != 0) {
+  const GemmMismatches result = run_wgmma_pv(module, g, 0, grid_values, rng);
+  INFO("first mismatches:" << result.first);
+  if (result.bad != 0) {
     // Diagnosis only: does the descriptor work with its two byte offsets swapped?
-    std::string swapped_first;
-    const int swapped_bad = run_wgmma_pv(module, g, 1, grid_values, rng, swapped_first);
-    MESSAGE(g.symbol << ": with leading/stride byte offsets swapped, " << swapped_bad << " mismatches");
+    const GemmMismatches swapped = run_wgmma_pv(module, g, 1, grid_values, rng);
+    MESSAGE(g.symbol << ": with leading/stride byte offsets swapped, " << swapped.bad << " mismatches");
   }
-  CHECK(bad == 0);
+  CHECK(result.bad == 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -458,11 +449,11 @@ TEST_SUITE("gpu/sm90a_blocks") {
     TSATTN_REQUIRE_SM90();
     const Module module(sm90a_cubin("test_wgmma_gemm"));
     std::mt19937_64 rng(0x5eed90a1);
-    const GemmCase cases[] = {{"tsattn_test_wgmma_bf16_n64", 64, true},
+    const WgmmaCase cases[] = {{"tsattn_test_wgmma_bf16_n64", 64, true},
                               {"tsattn_test_wgmma_bf16_n128", 128, true},
                               {"tsattn_test_wgmma_bf16_n256", 256, true},
                               {"tsattn_test_wgmma_f16_n64", 64, false}};
-    for (const GemmCase& g : cases) {
+    for (const WgmmaCase& g : cases) {
       check_wgmma_gemm(module, g, true, rng);
       check_wgmma_gemm(module, g, false, rng);
     }
@@ -472,10 +463,10 @@ TEST_SUITE("gpu/sm90a_blocks") {
     TSATTN_REQUIRE_SM90();
     const Module module(sm90a_cubin("test_wgmma_pv"));
     std::mt19937_64 rng(0x5eed90a4);
-    const PvCase cases[] = {{"tsattn_test_wgmma_pv_bf16_n128", 128, true},
+    const WgmmaCase cases[] = {{"tsattn_test_wgmma_pv_bf16_n128", 128, true},
                             {"tsattn_test_wgmma_pv_bf16_n256", 256, true},
                             {"tsattn_test_wgmma_pv_f16_n128", 128, false}};
-    for (const PvCase& g : cases) {
+    for (const WgmmaCase& g : cases) {
       check_wgmma_pv(module, g, true, rng);
       check_wgmma_pv(module, g, false, rng);
     }
