@@ -80,4 +80,18 @@ struct TsattnTensorMaps {
   TsattnTmaDescriptor v;
 };
 
+// e4m3 inputs on the sm90a family: 8-bit wgmma reads its B operand only K-major, so O += P V
+// needs V^T. Before the attention kernel, tsattn_transpose_v (sm90a/transpose_v.cuh) writes V^T
+// into a workspace of bytes [batch][kv head][d][keys] (the packed layout has batch 1), and maps.v
+// is a rank-4 map {key, d, kv head, batch} of it with box {128, D, 1, 1}. Within every 32-key
+// group the keys are permuted (sm90a/wgmma.cuh, e4m3_key_of_slot). A request's keys start at a
+// multiple of 32 so that groups and TMA coordinates (multiples of 16 bytes) line up:
+//   fixed layout: key j of every batch entry at column j; keys per row: TSATTN_VT_FIXED_KEYS(Sk)
+//   packed layout: key j of request b at column TSATTN_VT_PACKED_START(kv_begin of b, b) + j,
+//   where kv_begin is the sanitized kv_indptr[b]; keys per row: TSATTN_VT_PACKED_START(total_k,
+//   batch). Starts grow by at least the request's length (ceil(x / 32) >= ceil(y / 32) +
+//   (x - y - 31) / 32), so requests never overlap; columns of no request hold zeros.
+#define TSATTN_VT_FIXED_KEYS(kv_tokens) ((((kv_tokens) + 31) / 32) * 32)
+#define TSATTN_VT_PACKED_START(kv_begin, request) (32 * (((kv_begin) + 31) / 32 + (request)))
+
 #endif  // TSATTN_PREFILL_PARAMS_H

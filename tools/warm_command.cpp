@@ -119,8 +119,7 @@ void load(Outcome& outcome, CUcontext context) {
   try {
     const jit::CompiledKernel& k = *outcome.kernel;
     outcome.loaded = &driver::loaded_kernel(context, outcome.spec.id(), [&] {
-      // Packed-layout modules also carry the device planner; the runtime looks it up there too.
-      return driver::ModuleSource{k.name, k.symbol, k.cubin, outcome.spec.layout == Layout::packed};
+      return jit::module_source(k);
     });
   } catch (const std::exception& e) {
     outcome.error = fmt::format("loading on the GPU failed: {}", e.what());

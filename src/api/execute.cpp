@@ -39,18 +39,19 @@ KernelFamily choose_family(const driver::DeviceInfo& device) {
   return KernelFamily::sm80;
 }
 
-// What runs a problem: its spec and, for the sm90a family, the spec's tile and TMA descriptors.
+// What runs a problem: its spec and, for the sm90a family, the spec's tile and TMA descriptors
+// (for e4m3 inputs v's map is encoded once the V^T workspace exists).
 struct KernelChoice {
   KernelSpec spec;
   TileConfig tile{};
   TsattnTensorMaps maps{};
+  std::optional<TransposedV> transposed_v{};
 };
 
 // Why the table has no sm90a kernel for a spec of that family. Static text: an fp8 call on Hopper
 // comes here on every call, and must build no string unless the fallback is logged.
 const char* sm90a_table_gap(const KernelSpec& spec) {
   if (spec.arch != Arch::sm_90a) return "sm90a kernels run only on compute capability 9.0 (sm_90a cubins)";
-  if (spec.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN) return "e4m3 inputs are not on the sm90a path yet";
   return "the table of supported kernels has no sm90a kernel for it";
 }
 
@@ -83,6 +84,7 @@ KernelChoice choose_kernel(const Problem& p, const driver::DeviceInfo& device, A
     return portable;
   }
   choice.maps = maps.maps;
+  choice.transposed_v = maps.transposed_v;
   return choice;
 }
 
@@ -102,6 +104,27 @@ class StreamBuffer {
   CUdeviceptr pointer_ = 0;
   CUstream stream_;
 };
+
+// e4m3 on sm90a: writes V^T into a new stream-ordered workspace (tsattn_transpose_v of the
+// kernel's module) and encodes maps.v for it. The workspace is freed in stream order after the
+// attention kernel that reads it.
+void transpose_v(const driver::LoadedKernel& kernel, const TsattnPrefillParams& params, const Problem& p,
+                 const driver::DeviceInfo& device, const TransposedV& layout, TsattnTensorMaps& maps,
+                 std::optional<StreamBuffer>& workspace, CUstream stream) {
+  if (kernel.v_transposer == nullptr) raise(ErrorKind::runtime, "kernel {} has no V transpose kernel", kernel.name);
+  workspace.emplace(layout.bytes, stream);
+  encode_transposed_v_map(layout, reinterpret_cast<void*>(workspace->get()), maps.v);
+  // One warp per 32-column group of a V^T row block; 4 warps per CTA, a few waves at most.
+  const int64_t groups = layout.keys / 32 * (p.layout == Layout::fixed ? p.batch : 1);
+  const int64_t ctas = std::min<int64_t>((groups + 3) / 4, int64_t{device.multiprocessors} * 16);
+  CUdeviceptr vt = workspace->get();
+  long long vt_keys = layout.keys;
+  void* arguments[] = {const_cast<TsattnPrefillParams*>(&params), &vt, &vt_keys};
+  driver::check(driver::api().cuLaunchKernel(kernel.v_transposer, static_cast<unsigned>(std::max<int64_t>(ctas, 1)),
+                                             static_cast<unsigned>(p.num_kv_heads), 1, 128, 1, 1, 0, stream, arguments,
+                                             nullptr),
+                fmt::format("launching the V transpose of {}", kernel.name));
+}
 
 bool stream_is_capturing(CUstream stream) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -142,7 +165,7 @@ const char* execute(const Problem& p) {
     std::shared_ptr<const jit::CompiledKernel> compiled = jit::KernelCache::process().get(spec);
     logf(LogLevel::info, "kernel {} comes from: {}", compiled->name, jit::kernel_origin_name(compiled->origin));
     // The kernel cache keeps every CompiledKernel alive, so the span stays valid.
-    return driver::ModuleSource{compiled->name, compiled->symbol, compiled->cubin, spec.layout == Layout::packed};
+    return jit::module_source(*compiled);
   });
 
   // The q descriptor's box is BLOCK_M rows as the table says; the module must agree.
@@ -212,6 +235,8 @@ const char* execute(const Problem& p) {
 
   const int64_t items = max_tiles * p.num_qo_heads;
   if (items == 0) return nullptr;  // no query rows: nothing to write
+  std::optional<StreamBuffer> transposed_v;  // freed (in stream order) after the launch below
+  if (choice.transposed_v) transpose_v(kernel, params, p, device, *choice.transposed_v, choice.maps, transposed_v, stream);
   const int64_t resident = int64_t{device.multiprocessors} * kernel.ctas_per_multiprocessor;
   const auto grid = static_cast<unsigned>(std::min(items, resident));
   // The sm90a kernel takes its TMA descriptors as a second __grid_constant__ parameter.

@@ -58,7 +58,7 @@ GeneratedSource generate_source(const KernelSpec& spec) {
       "#define TSATTN_BLOCK_M {block_m}\n"
       "#define TSATTN_BLOCK_N {block_n}\n"
       "#define TSATTN_NUM_WARPS {num_warps}\n"
-      "#include \"{entry}\"\n{planner}",
+      "#include \"{entry}\"\n{planner}{transpose}",
       fmt::arg("name", out.name), fmt::arg("symbol", out.symbol), fmt::arg("head_dim", spec.head_dim),
       fmt::arg("input", dtype_code(spec.input_dtype)), fmt::arg("output", dtype_code(spec.output_dtype)),
       fmt::arg("mask", mask_code(spec.mask)), fmt::arg("window", spec.mask == MaskVariant::causal_window ? 1 : 0),
@@ -66,7 +66,8 @@ GeneratedSource generate_source(const KernelSpec& spec) {
       fmt::arg("block_n", tile.block_n), fmt::arg("num_warps", tile.num_warps),
       fmt::arg("entry", family_entry_header(spec.family)),
       // Packed layouts can plan on the device (indptrs on the GPU, graph capture).
-      fmt::arg("planner", spec.layout == Layout::packed ? "#include \"plan/device_plan.cuh\"\n" : ""));
+      fmt::arg("planner", spec.layout == Layout::packed ? "#include \"plan/device_plan.cuh\"\n" : ""),
+      fmt::arg("transpose", transposes_v(spec) ? "#include \"sm90a/transpose_v.cuh\"\n" : ""));
   return out;
 }
 

@@ -20,22 +20,22 @@ constexpr std::array kSm80Archs{Arch::sm_80, Arch::sm_90a, Arch::sm_100, Arch::s
 
 // The Hopper family needs wgmma and setmaxnreg, which exist only in the arch-specific sm_90a
 // target (an sm_90a cubin runs on compute capability 9.0 only). Its q, k and v arrive through TMA
-// descriptors of 16-bit elements (plan/tensor_maps.hpp): fp8 inputs would need a K-major V
-// (wgmma reads 8-bit B operands only K-major), which is not built yet, so they run on sm80.
+// descriptors (plan/tensor_maps.hpp); e4m3 inputs read V^T, written by a transpose kernel in the
+// same module (transposes_v below), because 8-bit wgmma reads its B operand only K-major.
 constexpr std::array kSm90aArchs{Arch::sm_90a};
-constexpr std::array kSixteenBitDtypes{TSATTN_DTYPE_FLOAT16, TSATTN_DTYPE_BFLOAT16};
 
 constexpr std::array<FamilyAxes, 2> kFamilies{{
     {KernelFamily::sm80, kSm80Archs, kHeadDims, kAllDtypes, kAllDtypes, kAllMasks, kAllLayouts},
-    {KernelFamily::sm90a, kSm90aArchs, kHeadDims, kSixteenBitDtypes, kAllDtypes, kAllMasks, kAllLayouts},
+    {KernelFamily::sm90a, kSm90aArchs, kHeadDims, kAllDtypes, kAllDtypes, kAllMasks, kAllLayouts},
 }};
 
 // The first row that matches a spec gives its tile, so specific rows come before general ones.
 struct TileRow {
   KernelFamily family;
   int head_dim;
-  std::optional<Arch> arch;         // nullopt: every arch
-  std::optional<MaskVariant> mask;  // nullopt: every mask
+  std::optional<Arch> arch;          // nullopt: every arch
+  std::optional<MaskVariant> mask;   // nullopt: every mask
+  std::optional<tsattn_dtype> input;  // nullopt: every input dtype
   TileConfig tile;
 };
 
@@ -54,14 +54,21 @@ struct TileRow {
 // 227 KB; 128 keys would need 320 KB. Dense D128 takes 160 keys per step (FA3 takes 176 there):
 // a dense tile has no diagonal, so longer steps only amortize the per-step softmax and
 // barrier work; with 240 consumer registers S (80) + P (40) + O (64) fit, 176 spilled.
-constexpr std::array<TileRow, 7> kTiles{{
-    {KernelFamily::sm80, 128, Arch::sm_90a, std::nullopt, {128, 128, 8}},
-    {KernelFamily::sm80, 128, std::nullopt, std::nullopt, {128, 64, 8}},
-    {KernelFamily::sm80, 256, Arch::sm_90a, std::nullopt, {128, 64, 8}},
-    {KernelFamily::sm80, 256, std::nullopt, std::nullopt, {128, 32, 8}},
-    {KernelFamily::sm90a, 128, std::nullopt, MaskVariant::dense, {128, 160, 12}},
-    {KernelFamily::sm90a, 128, std::nullopt, std::nullopt, {128, 128, 12}},
-    {KernelFamily::sm90a, 256, std::nullopt, std::nullopt, {128, 64, 12}},
+// e4m3 takes 128 keys per step at both head dims: V^T is loaded in slabs of 128 keys (128 bytes,
+// the swizzle span), and K and V tiles are half the bytes of 16-bit ones (D256: 32 KB of Q, 2 x
+// 2 x 32 KB of K and V). 256 keys spilled at D128 (S alone would be 128 registers).
+constexpr auto kAnyMask = std::nullopt;
+constexpr auto kAnyInput = std::nullopt;
+constexpr std::array<TileRow, 9> kTiles{{
+    {KernelFamily::sm80, 128, Arch::sm_90a, kAnyMask, kAnyInput, {128, 128, 8}},
+    {KernelFamily::sm80, 128, std::nullopt, kAnyMask, kAnyInput, {128, 64, 8}},
+    {KernelFamily::sm80, 256, Arch::sm_90a, kAnyMask, kAnyInput, {128, 64, 8}},
+    {KernelFamily::sm80, 256, std::nullopt, kAnyMask, kAnyInput, {128, 32, 8}},
+    {KernelFamily::sm90a, 128, std::nullopt, kAnyMask, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 128, 12}},
+    {KernelFamily::sm90a, 256, std::nullopt, kAnyMask, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 128, 12}},
+    {KernelFamily::sm90a, 128, std::nullopt, MaskVariant::dense, kAnyInput, {128, 160, 12}},
+    {KernelFamily::sm90a, 128, std::nullopt, kAnyMask, kAnyInput, {128, 128, 12}},
+    {KernelFamily::sm90a, 256, std::nullopt, kAnyMask, kAnyInput, {128, 64, 12}},
 }};
 
 // mma.sync tiles are 16 rows by 8 columns: every warp owns whole 16-row slices, and keys and
@@ -75,9 +82,11 @@ constexpr bool sm80_tile_ok(const TileRow& row) {
 // rows and 12 warps. BLOCK_N is wgmma's N for QK^T (a multiple of 8, at most 256) and its K for
 // PV (k-steps of 16 for 16-bit inputs); TMA boxes have at most 256 rows too. The head dim is
 // loaded as 64-element boxes (128 bytes: the 128-byte swizzle span), so it is a multiple of 64.
+// e4m3 rows hold 128 elements, and V^T comes in whole 128-key boxes.
 constexpr bool sm90a_tile_ok(const TileRow& row) {
+  const bool e4m3 = row.input == TSATTN_DTYPE_FLOAT8_E4M3FN;
   return row.tile.block_m == 128 && row.tile.num_warps == 12 && row.tile.block_n % 16 == 0 &&
-         row.tile.block_n <= 256 && row.head_dim % 64 == 0;
+         row.tile.block_n <= 256 && row.head_dim % (e4m3 ? 128 : 64) == 0 && (!e4m3 || row.tile.block_n % 128 == 0);
 }
 
 constexpr bool tiles_are_consistent() {
@@ -97,7 +106,7 @@ constexpr bool every_spec_has_a_tile() {
         bool found = false;
         for (const TileRow& row : kTiles)
           found = found || (row.family == axes.family && row.head_dim == head_dim && (!row.arch || *row.arch == arch) &&
-                            !row.mask);
+                            !row.mask && !row.input);
         if (!found) return false;
       }
   return true;
@@ -142,9 +151,13 @@ std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch) {
 TileConfig tile_config(const KernelSpec& spec) {
   for (const TileRow& row : kTiles)
     if (row.family == spec.family && row.head_dim == spec.head_dim && (!row.arch || *row.arch == spec.arch) &&
-        (!row.mask || *row.mask == spec.mask))
+        (!row.mask || *row.mask == spec.mask) && (!row.input || *row.input == spec.input_dtype))
       return row.tile;
   return {0, 0, 0};
+}
+
+bool transposes_v(const KernelSpec& spec) {
+  return spec.family == KernelFamily::sm90a && spec.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN;
 }
 
 }  // namespace tsattn

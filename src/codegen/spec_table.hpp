@@ -40,4 +40,8 @@ std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch);
 // The tile of a supported spec.
 TileConfig tile_config(const KernelSpec& spec);
 
+// Whether the spec's module also has tsattn_transpose_v, which must write V^T into a workspace
+// before the attention kernel runs (sm90a with e4m3 inputs; prefill_params.h says the layout).
+bool transposes_v(const KernelSpec& spec);
+
 }  // namespace tsattn

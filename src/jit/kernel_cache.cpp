@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "codegen/embedded_templates.hpp"
 #include "codegen/kernel_source.hpp"
+#include "codegen/spec_table.hpp"
 #include "common/knobs.hpp"
 #include "common/log.hpp"
 #include "jit/cache/entry_format.hpp"
@@ -169,6 +170,11 @@ KernelCacheCounters KernelCache::counters() const {
   c.compile_failures = compile_failures_.load();
   c.disk = disk_.counters();
   return c;
+}
+
+driver::ModuleSource module_source(const CompiledKernel& kernel) {
+  return driver::ModuleSource{kernel.name, kernel.symbol, kernel.cubin, kernel.spec.layout == Layout::packed,
+                              transposes_v(kernel.spec)};
 }
 
 }  // namespace tsattn::jit

@@ -19,6 +19,7 @@
 #include "codegen/kernel_spec.hpp"
 #include "common/sha256.hpp"
 #include "jit/cache/disk_cache.hpp"
+#include "jit/driver/module_table.hpp"
 
 namespace tsattn::jit {
 
@@ -35,6 +36,11 @@ struct CompiledKernel {
   nlohmann::json metadata;
   KernelOrigin origin = KernelOrigin::compiled;
 };
+
+// What the module table loads for a compiled kernel: its function, plus the helper kernels its
+// spec's module carries (the device planner of packed layouts, the V transpose of sm90a e4m3).
+// The span points into `kernel`, which must outlive the load.
+driver::ModuleSource module_source(const CompiledKernel& kernel);
 
 struct KernelCacheCounters {
   uint64_t memory_hits = 0;

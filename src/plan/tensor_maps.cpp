@@ -8,6 +8,7 @@
 #include <tsattn/tsattn.hpp>
 
 #include "api/dtype.hpp"
+#include "common/error.hpp"
 #include "jit/driver/driver_api.hpp"
 
 namespace tsattn {
@@ -19,10 +20,11 @@ namespace {
 constexpr uint64_t kTmaAlignment = 16;
 constexpr uint64_t kStrideLimit = uint64_t{1} << 40;
 constexpr uint64_t kExtentLimit = uint64_t{1} << 32;
-// 64 16-bit elements: one box row is 128 bytes, the span of the 128-byte swizzle, so a D128 or
-// D256 row is loaded as 2 or 4 boxes.
-constexpr cuuint32_t kBoxColumns = 64;
-constexpr cuuint64_t kInputBytes = 2;
+// One box row is 128 bytes, the span of the 128-byte swizzle: 64 16-bit or 128 e4m3 elements,
+// so a D128 or D256 row is loaded as 2 or 4 (e4m3: 1 or 2) boxes.
+constexpr cuuint64_t kBoxRowBytes = 128;
+// TMA coordinates are 32-bit signed.
+constexpr int64_t kCoordinateLimit = int64_t{1} << 31;
 
 // The maps carry the templates' descriptor bytes as the driver's type.
 static_assert(sizeof(CUtensorMap) == sizeof(TsattnTmaDescriptor) && alignof(CUtensorMap) == alignof(TsattnTmaDescriptor),
@@ -50,7 +52,7 @@ cuuint64_t stand_in_stride(cuuint64_t inner_stride, cuuint64_t inner_extent) {
 
 // Fills g for one of q, k, v, or says which rule the tensor breaks.
 std::optional<std::string> describe(const char* name, const TokenTensor& t, int head_dim, const Extents& e,
-                                    int rows, TensorMapGeometry& g) {
+                                    int rows, cuuint64_t element_bytes, TensorMapGeometry& g) {
   g.tensor = name;
   g.base = t.data;
   // Every extent is at least 1 (the driver's rule): a tensor without tokens is never loaded from,
@@ -67,13 +69,13 @@ std::optional<std::string> describe(const char* name, const TokenTensor& t, int 
     return fmt::format("{}.data={:#x} is not {}-byte aligned (TMA needs it)", name, address, kTmaAlignment);
   const int64_t strides[3] = {t.head_stride, t.token_stride, t.batch_stride};
   for (int i = 0; i < 3; ++i) {
-    const cuuint64_t inner_stride = i == 0 ? kInputBytes : g.strides[i - 1];
+    const cuuint64_t inner_stride = i == 0 ? element_bytes : g.strides[i - 1];
     if (g.dims[i + 1] == 1) {
       g.strides[i] = stand_in_stride(inner_stride, g.dims[i]);
       continue;
     }
     // Validation bounds every addressable byte by int64, so this product cannot overflow.
-    const auto bytes = static_cast<cuuint64_t>(strides[i]) * kInputBytes;
+    const auto bytes = static_cast<cuuint64_t>(strides[i]) * element_bytes;
     if (bytes % kTmaAlignment != 0)
       return fmt::format("{} {} stride is {} elements ({} bytes), not a multiple of {} bytes (TMA needs it)", name,
                          kStridedDims[i], strides[i], bytes, kTmaAlignment);
@@ -81,7 +83,7 @@ std::optional<std::string> describe(const char* name, const TokenTensor& t, int 
       return fmt::format("{} {} stride is {} bytes; TMA strides must be below 2^40", name, kStridedDims[i], bytes);
     g.strides[i] = bytes;
   }
-  g.box[0] = kBoxColumns;
+  g.box[0] = static_cast<cuuint32_t>(kBoxRowBytes / element_bytes);
   g.box[1] = 1;
   g.box[2] = static_cast<cuuint32_t>(rows);
   g.box[3] = 1;
@@ -103,6 +105,37 @@ std::optional<std::string> check_output(const Problem& p) {
     if (extents[i] > 1 && strides[i] % 2 != 0)
       return fmt::format("out {} stride is {} elements, an odd number; the sm90a kernel stores pairs of elements",
                          kStridedDims[i], strides[i]);
+  return std::nullopt;
+}
+
+// V^T of e4m3 inputs (prefill_params.h): [batch][kv head][d][keys] bytes, {key, d, kv head, batch}
+// map with box {128, D, 1, 1}.
+std::optional<std::string> describe_transposed_v(const Problem& p, TransposedV& t) {
+  // At least one group: extents are >= 1 and the workspace is never empty.
+  t.keys = std::max<int64_t>(p.layout == Layout::packed ? TSATTN_VT_PACKED_START(p.kv_tokens, p.batch)
+                                                        : TSATTN_VT_FIXED_KEYS(p.kv_tokens),
+                             32);
+  if (t.keys >= kCoordinateLimit)
+    return fmt::format("V^T would have {} columns (kv tokens {}, batch {}); TMA coordinates are 32-bit", t.keys,
+                       p.kv_tokens, p.batch);
+  const int64_t batch = p.layout == Layout::fixed ? p.batch : 1;
+  TensorMapGeometry& g = t.map;
+  g.tensor = "v^T";
+  const cuuint64_t row = static_cast<cuuint64_t>(t.keys);
+  g.dims[0] = row;
+  g.dims[1] = static_cast<cuuint64_t>(p.head_dim);
+  g.dims[2] = static_cast<cuuint64_t>(p.num_kv_heads);
+  g.dims[3] = static_cast<cuuint64_t>(std::max<int64_t>(batch, 1));
+  g.strides[0] = row;
+  g.strides[1] = row * g.dims[1];
+  g.strides[2] = g.strides[1] * g.dims[2];
+  t.bytes = g.strides[2] * g.dims[3];
+  if (g.strides[2] >= kStrideLimit)
+    return fmt::format("V^T would take {} bytes per batch entry; TMA strides must be below 2^40", g.strides[2]);
+  g.box[0] = 128;
+  g.box[1] = static_cast<cuuint32_t>(p.head_dim);
+  g.box[2] = 1;
+  g.box[3] = 1;
   return std::nullopt;
 }
 
@@ -128,17 +161,23 @@ std::optional<std::string> encode_one(const driver::Api& cu, CUtensorMapDataType
 
 TensorMapPlanOrReason plan_tensor_maps(const Problem& p, int block_m, int block_n) {
   TensorMapPlanOrReason result;
-  if (p.input_dtype != TSATTN_DTYPE_FLOAT16 && p.input_dtype != TSATTN_DTYPE_BFLOAT16) {
-    result.reason = fmt::format("q, k and v are {}; the sm90a kernel reads 16-bit elements (float16, bfloat16)",
-                                dtype_name(p.input_dtype));
-    return result;
-  }
   TensorMapPlan plan;
-  plan.data_type = p.input_dtype == TSATTN_DTYPE_FLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                         : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  std::optional<std::string> why = describe("q", p.q, p.head_dim, q_extents(p), block_m, plan.q);
-  if (!why) why = describe("k", p.k, p.head_dim, kv_extents(p), block_n, plan.k);
-  if (!why) why = describe("v", p.v, p.head_dim, kv_extents(p), block_n, plan.v);
+  const bool e4m3 = p.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN;
+  plan.data_type = e4m3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                        : (p.input_dtype == TSATTN_DTYPE_FLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+  const auto element_bytes = static_cast<cuuint64_t>(dtype_size(p.input_dtype));
+  std::optional<std::string> why = describe("q", p.q, p.head_dim, q_extents(p), block_m, element_bytes, plan.q);
+  if (!why) why = describe("k", p.k, p.head_dim, kv_extents(p), block_n, element_bytes, plan.k);
+  if (!why) {
+    if (e4m3) {
+      // v itself is read by the transpose kernel with plain 16-byte loads (the SPEC's alignment).
+      plan.transposed_v.emplace();
+      why = describe_transposed_v(p, *plan.transposed_v);
+    } else {
+      why = describe("v", p.v, p.head_dim, kv_extents(p), block_n, element_bytes, plan.v);
+    }
+  }
   if (!why) why = check_output(p);
   if (why) {
     result.reason = std::move(*why);
@@ -159,9 +198,17 @@ TensorMapsOrReason encode_tensor_maps(const TensorMapPlan& plan) {
   }
   std::optional<std::string> why = encode_one(*cu, plan.data_type, plan.q, result.maps.q);
   if (!why) why = encode_one(*cu, plan.data_type, plan.k, result.maps.k);
-  if (!why) why = encode_one(*cu, plan.data_type, plan.v, result.maps.v);
+  if (!why && !plan.transposed_v) why = encode_one(*cu, plan.data_type, plan.v, result.maps.v);
   if (why) result.reason = std::move(*why);
+  result.transposed_v = plan.transposed_v;
   return result;
+}
+
+void encode_transposed_v_map(const TransposedV& transposed, void* base, TsattnTmaDescriptor& out) {
+  TensorMapGeometry g = transposed.map;
+  g.base = base;
+  if (std::optional<std::string> why = encode_one(driver::api(), CU_TENSOR_MAP_DATA_TYPE_UINT8, g, out))
+    raise(ErrorKind::runtime, "{}", *why);
 }
 
 TensorMapsOrReason make_tensor_maps(const Problem& p, int block_m, int block_n) {

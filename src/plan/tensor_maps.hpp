@@ -2,10 +2,14 @@
 // reason a problem cannot have them.
 //
 // Two steps. plan_tensor_maps() holds the problem to TMA's rules and to the sm90a kernel's own
-// (16-bit inputs, out written as aligned element pairs) and lays out what cuTensorMapEncodeTiled
-// will be given; it is pure (no driver), so the rules are unit-tested without a GPU.
-// encode_tensor_maps() hands that layout to the driver. Neither throws for any problem: every
-// failure is a human-readable reason, and api/execute.cpp then runs the problem on the sm80 family.
+// (out written as aligned element pairs) and lays out what cuTensorMapEncodeTiled will be given;
+// it is pure (no driver), so the rules are unit-tested without a GPU. encode_tensor_maps() hands
+// that layout to the driver. Neither throws for any problem: every failure is a human-readable
+// reason, and api/execute.cpp then runs the problem on the sm80 family.
+//
+// e4m3 inputs: the kernel reads V^T from a per-call workspace (prefill_params.h), so v's map
+// describes that workspace; its base is known only once the workspace exists, and
+// encode_transposed_v_map() encodes it then.
 #pragma once
 
 #include <cuda.h>
@@ -19,18 +23,29 @@
 
 namespace tsattn {
 
-// One rank-4 map {d, head, token, batch} of q, k or v, as cuTensorMapEncodeTiled takes it.
+// One rank-4 map of q, k or v, as cuTensorMapEncodeTiled takes it: {d, head, token, batch}, or
+// for V^T {key, d, kv head, batch}.
 struct TensorMapGeometry {
-  const char* tensor = "";   // "q", "k" or "v", for reasons
+  const char* tensor = "";   // "q", "k", "v" or "v^T", for reasons
   void* base = nullptr;
-  cuuint64_t dims[4] = {};     // elements: head_dim, heads, tokens, batch; each >= 1
+  cuuint64_t dims[4] = {};     // elements, each >= 1
   cuuint64_t strides[3] = {};  // bytes between neighbours along dims 1..3 (dim 0 is contiguous)
-  cuuint32_t box[4] = {};      // {64, 1, rows, 1}: rows = BLOCK_M for q, BLOCK_N for k and v
+  cuuint32_t box[4] = {};      // {128 / element bytes, 1, rows, 1}: rows = BLOCK_M for q, BLOCK_N
+                               // for k and v; V^T: {128, D, 1, 1}
+};
+
+// V^T of e4m3 inputs in its workspace (prefill_params.h): keys per row, the workspace's size, and
+// the map with a null base.
+struct TransposedV {
+  int64_t keys = 0;  // a multiple of 32
+  uint64_t bytes = 0;
+  TensorMapGeometry map;
 };
 
 struct TensorMapPlan {
   CUtensorMapDataType data_type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  TensorMapGeometry q, k, v;
+  TensorMapGeometry q, k, v;  // v unused when transposed_v is set
+  std::optional<TransposedV> transposed_v;
 };
 
 struct TensorMapPlanOrReason {
@@ -40,7 +55,8 @@ struct TensorMapPlanOrReason {
 
 struct TensorMapsOrReason {
   TsattnTensorMaps maps{};
-  std::string reason;  // empty: maps holds q, k and v
+  std::string reason;  // empty: maps holds q, k and v (v not yet when transposed_v is set)
+  std::optional<TransposedV> transposed_v;
   bool ok() const { return reason.empty(); }
 };
 
@@ -54,5 +70,9 @@ TensorMapsOrReason encode_tensor_maps(const TensorMapPlan& plan);
 
 // Both steps. Builds no string when p is eligible.
 TensorMapsOrReason make_tensor_maps(const Problem& p, int block_m, int block_n);
+
+// Encodes V^T's map for a workspace at `base` into `out`; throws Error(runtime) if the driver
+// refuses (the geometry is the library's own, so that is a bug, not a property of the call).
+void encode_transposed_v_map(const TransposedV& transposed, void* base, TsattnTmaDescriptor& out);
 
 }  // namespace tsattn

@@ -64,18 +64,24 @@ constexpr int kThreads = TSATTN_NUM_WARPS * 32;
 constexpr int kConsumerThreads = 256;
 
 static_assert(kHeadDim == 128 || kHeadDim == 256, "head dim 128 or 256");
-static_assert(kInputDtype == kFloat16 || kInputDtype == kBfloat16, "16-bit inputs (e4m3 runs on the sm80 family)");
+static_assert(kInputDtype >= kFloat16 && kInputDtype <= kE4m3, "input dtype code 0, 1 or 2");
 static_assert(kOutputDtype >= kFloat16 && kOutputDtype <= kE4m3, "output dtype code 0, 1 or 2");
 static_assert(kBlockM == 128 && kThreads == 384, "one producer and two consumer warpgroups of 64 rows");
-static_assert(kBlockN % 16 == 0 && (kBlockN == 64 || kBlockN == 128 || kBlockN == 160 || kBlockN == 256),
-              "BLOCK_N is a wgmma N that sm90a/wgmma.cuh instantiates (64, 128, 160, 256)");
+// e4m3 inputs: 8-bit wgmmas (k32) read both operands K-major, so O += P V reads V^T, written by
+// tsattn_transpose_v (sm90a/transpose_v.cuh) and loaded in slabs of 128 keys x D rows.
+constexpr bool kE4m3Inputs = kInputDtype == kE4m3;
+static_assert(kE4m3Inputs ? (kBlockN == 128 || kBlockN == 256)
+                          : (kBlockN == 64 || kBlockN == 128 || kBlockN == 160 || kBlockN == 256),
+              "BLOCK_N is a wgmma N that sm90a/wgmma.cuh instantiates (e4m3: whole 128-key V^T slabs)");
 
 // Softmax/GEMM overlap inside a warpgroup: S(t) and PV(t-1) are issued together and the softmax
 // of S(t) runs under the PV GEMM. That keeps S, the P operand and O live at once. D128 fits in
 // 232 registers. D256 (O alone is 128) needs 240, which leaves the producer 24: enough for the
 // closed-form key ranges of dense and causal masks, not for the variable-window reduction (ptxas
 // spilled ~150 bytes), so D256 variable windows run the two GEMMs of a step one after the other.
-constexpr bool kOverlapSoftmax = kHeadDim <= 128 || TSATTN_MASK != 2;
+// e4m3 D256 (128-key steps: S 64 + P 16 + O 128 registers) spilled 12 bytes at 240 with the
+// overlap, so it runs serially too.
+constexpr bool kOverlapSoftmax = kHeadDim <= 128 || (TSATTN_MASK != 2 && kInputDtype != kE4m3);
 
 // Register budgets (setmaxnreg). The launch gives 168 per thread (__launch_bounds__(384, 1));
 // 128 * 40 + 256 * 232 = 128 * 24 + 256 * 240 = 64512 = 384 * 168, so the consumers' increase
@@ -86,11 +92,18 @@ constexpr int kConsumerRegisters = kWideConsumers ? 240 : 232;
 static_assert(128 * kProducerRegisters + 256 * kConsumerRegisters <= 384 * 168, "the CTA's launch registers");
 
 // Shared memory (from a 1024-byte aligned base; every slab is 1024-aligned for the 128B swizzle).
-constexpr int kSlabs = kHeadDim / 64;                  // 64-column slabs per row
+// A slab row is 128 bytes: 64 16-bit or 128 e4m3 elements of the head dim.
+constexpr int kSlabElements = 128 / dtype_bytes(kInputDtype);
+constexpr int kSlabs = kHeadDim / kSlabElements;  // slabs per Q or K row
+constexpr int kMmaK = 32 / dtype_bytes(kInputDtype);  // wgmma K: 16, or 32 for e4m3 (32 bytes either way)
 constexpr u32 kQSlabBytes = kBlockM * 128;
 constexpr u32 kQBytes = kSlabs * kQSlabBytes;
 constexpr u32 kKvSlabBytes = kBlockN * 128;
 constexpr u32 kKvTileBytes = kSlabs * kKvSlabBytes;
+// V^T (e4m3): slab s holds keys 128s .. 128s + 127 of all D rows; a stage has the bytes of a K tile.
+constexpr int kVtSlabs = kBlockN / 128;
+constexpr u32 kVtSlabBytes = kHeadDim * 128;
+static_assert(!kE4m3Inputs || kVtSlabs * kVtSlabBytes == kKvTileBytes, "a V^T stage fills a K/V stage");
 constexpr int kStages = 2;
 constexpr u32 kQOffset = 0;
 constexpr u32 kKOffset = kQOffset + kQBytes;
@@ -103,7 +116,7 @@ static_assert(kSmemBytes <= 232448, "fits the 227 KB a Hopper CTA may use");
 
 constexpr int kSAccum = kBlockN / 2;   // S accumulators per thread (m64 x BLOCK_N)
 constexpr int kOAccum = kHeadDim / 2;  // O accumulators per thread (m64 x D)
-constexpr int kPSteps = kBlockN / 16;  // k16 steps of the PV GEMM
+constexpr int kPSteps = kBlockN / kMmaK;  // k-steps of the PV GEMM
 
 // Named barriers (0 is __syncthreads): both consumer warpgroups (the packed-layout V guard), and
 // the ping-pong turns of consumer 0 and 1.
@@ -205,18 +218,40 @@ __device__ __forceinline__ void wait_phase(u32 bar, u32 parity) {
 // ---------------------------------------------------------------------------------------------
 // Producer: one elected lane of warp 0.
 
-// One K or V tile (D/64 boxes of 64 x BLOCK_N) into `stage` of the ring at smem + ring_offset
-// whose full/empty barriers start at index full0/empty0: waits until the consumers released the
-// stage (producer parity), announces the tile's bytes on its full barrier, loads.
-__device__ __forceinline__ void load_kv_tile(const TsattnTmaDescriptor& map, u32 smem, u32 bars, u32 ring_offset,
-                                             u32 full0, u32 empty0, u32 stage, u32 empty_parity, int kv_head,
-                                             int token, int batch) {
+// Claims `stage` of the ring whose full/empty barriers start at index full0/empty0: waits until
+// the consumers released it (producer parity) and announces a tile's bytes on its full barrier,
+// whose address it returns for the loads.
+__device__ __forceinline__ u32 claim_stage(u32 bars, u32 full0, u32 empty0, u32 stage, u32 empty_parity) {
   wait_phase(bars + 8 * (empty0 + stage), empty_parity);
   mbarrier_arrive_expect_tx(bars + 8 * (full0 + stage), kKvTileBytes);
+  return bars + 8 * (full0 + stage);
+}
+
+// One K (or 16-bit V) tile, keys token .. token + BLOCK_N - 1 of a {d, head, token, batch} map:
+// D / kSlabElements boxes of kSlabElements x BLOCK_N.
+__device__ __forceinline__ void load_kv_tile(const TsattnTmaDescriptor& map, u32 dst, u32 full_bar, int kv_head,
+                                             int token, int batch) {
 #pragma unroll
   for (int s = 0; s < kSlabs; ++s)
-    tma_load_4d(smem + ring_offset + stage * kKvTileBytes + s * kKvSlabBytes, map, bars + 8 * (full0 + stage), 64 * s,
-                kv_head, token, batch);
+    tma_load_4d(dst + s * kKvSlabBytes, map, full_bar, kSlabElements * s, kv_head, token, batch);
+}
+
+// One V^T tile (e4m3), columns column .. column + BLOCK_N - 1 of the {key, d, head, batch} map:
+// BLOCK_N / 128 boxes of 128 keys x D rows.
+__device__ __forceinline__ void load_vt_tile(const TsattnTmaDescriptor& map, u32 dst, u32 full_bar, int kv_head,
+                                             int column, int batch) {
+#pragma unroll
+  for (int s = 0; s < kVtSlabs; ++s) tma_load_4d(dst + s * kVtSlabBytes, map, full_bar, column + 128 * s, 0, kv_head, batch);
+}
+
+// The V^T column of key 0 of the item's request (prefill_params.h).
+__device__ __forceinline__ int vt_first_column(const WorkItem& item) {
+#if TSATTN_PACKED
+  return TSATTN_VT_PACKED_START(item.extent.kv_begin, item.request);
+#else
+  (void)item;
+  return 0;
+#endif
 }
 
 __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const TsattnTensorMaps& maps, u32 smem,
@@ -238,13 +273,20 @@ __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const
       mbarrier_arrive_expect_tx(bars + 8 * kQFull, kQBytes);
 #pragma unroll
       for (int s = 0; s < kSlabs; ++s)
-        tma_load_4d(smem + kQOffset + s * kQSlabBytes, maps.q, bars + 8 * kQFull, 64 * s, item.head, q_token, batch);
+        tma_load_4d(smem + kQOffset + s * kQSlabBytes, maps.q, bars + 8 * kQFull, kSlabElements * s, item.head,
+                    q_token, batch);
       const int kv_head = item.head / group_size;
       for (int t = 0; t < tiles.num_tiles; ++t, ++kv_uses) {
         const u32 stage = kv_uses % kStages, parity = ((kv_uses / kStages) & 1) ^ 1;
-        const int token = item.extent.kv_begin + tiles.first_key + t * kBlockN;
-        load_kv_tile(maps.k, smem, bars, kKOffset, kKFull, kKEmpty, stage, parity, kv_head, token, batch);
-        load_kv_tile(maps.v, smem, bars, kVOffset, kVFull, kVEmpty, stage, parity, kv_head, token, batch);
+        const int key = tiles.first_key + t * kBlockN;
+        const u32 k_dst = smem + kKOffset + stage * kKvTileBytes, v_dst = smem + kVOffset + stage * kKvTileBytes;
+        load_kv_tile(maps.k, k_dst, claim_stage(bars, kKFull, kKEmpty, stage, parity), kv_head,
+                     item.extent.kv_begin + key, batch);
+        const u32 v_full = claim_stage(bars, kVFull, kVEmpty, stage, parity);
+        if constexpr (kE4m3Inputs)
+          load_vt_tile(maps.v, v_dst, v_full, kv_head, vt_first_column(item) + key, batch);
+        else
+          load_kv_tile(maps.v, v_dst, v_full, kv_head, item.extent.kv_begin + key, batch);
       }
     } else {
       kv_uses += tiles.num_tiles;
@@ -314,11 +356,11 @@ __device__ __forceinline__ void rescale_output(float (&o)[kOAccum], const float 
   }
 }
 
-// S = Q K^T for this warpgroup's 64 rows against one K stage (SS wgmma, D/16 k-steps), issued
-// and committed as one wgmma group.
+// S = Q K^T for this warpgroup's 64 rows against one K stage (SS wgmma, D / kMmaK k-steps of 32
+// bytes, 4 per slab), issued and committed as one wgmma group.
 __device__ __forceinline__ void issue_scores(float (&s)[kSAccum], u32 q_rows, u32 k_tile) {
 #pragma unroll
-  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+  for (int kk = 0; kk < kHeadDim / kMmaK; ++kk) {
     const u32 step = 32 * (kk % 4);
     wgmma_ss<kBlockN, kInputDtype>(s, smem_desc_sw128_kmajor(q_rows + (kk / 4) * kQSlabBytes + step),
                                    smem_desc_sw128_kmajor(k_tile + (kk / 4) * kKvSlabBytes + step), kk > 0);
@@ -326,20 +368,36 @@ __device__ __forceinline__ void issue_scores(float (&s)[kSAccum], u32 q_rows, u3
   wgmma_commit();
 }
 
-// O += P V for one V stage (RS wgmma, BLOCK_N/16 k-steps), issued and committed as one group.
+// O += P V for one V stage (RS wgmma, kPSteps k-steps), issued and committed as one group.
+// 16-bit: V MN-major ([keys][d] as loaded), k16 step kk 16 key rows (2048 bytes) further.
+// e4m3: V^T K-major, k32 step kk 32 bytes further within its 128-key slab.
 __device__ __forceinline__ void issue_pv(float (&o)[kOAccum], const u32 (&a)[kPSteps][4], u32 v_tile) {
-  const u64 v_desc = smem_desc_sw128_mnmajor(v_tile, kKvSlabBytes);
+  if constexpr (kE4m3Inputs) {
 #pragma unroll
-  for (int kk = 0; kk < kPSteps; ++kk) wgmma_rs<kHeadDim, kInputDtype>(o, a[kk], smem_desc_advance(v_desc, 2048u * kk), 1);
+    for (int kk = 0; kk < kPSteps; ++kk)
+      wgmma_rs<kHeadDim, kE4m3>(o, a[kk], smem_desc_sw128_kmajor(v_tile + (kk / 4) * kVtSlabBytes + 32 * (kk % 4)), 1);
+  } else {
+    const u64 v_desc = smem_desc_sw128_mnmajor(v_tile, kKvSlabBytes);
+#pragma unroll
+    for (int kk = 0; kk < kPSteps; ++kk)
+      wgmma_rs<kHeadDim, kInputDtype>(o, a[kk], smem_desc_advance(v_desc, 2048u * kk), 1);
+  }
   wgmma_commit();
 }
 
-// p (in s) rounded to the input dtype, in the RS A layout: step kk is s[8kk .. 8kk+7] pairwise.
-__device__ __forceinline__ void p_to_operand(const float (&s)[kSAccum], u32 (&a)[kPSteps][4]) {
+// p (in s) rounded to the input dtype in the RS A layout. 16-bit: step kk is s[8kk .. 8kk+7]
+// pairwise. e4m3: four per register, keys permuted (sm90a/wgmma.cuh, e4m3_a_operand). A template
+// (kCount = kSAccum, kSteps = kPSteps) so that the other dtype's branch is never instantiated.
+template <int kCount, int kSteps>
+__device__ __forceinline__ void p_to_operand(const float (&s)[kCount], u32 (&a)[kSteps][4]) {
+  if constexpr (kE4m3Inputs) {
+    e4m3_a_operand<kSteps>(s, a);
+  } else {
 #pragma unroll
-  for (int kk = 0; kk < kPSteps; ++kk) {
+    for (int kk = 0; kk < kSteps; ++kk) {
 #pragma unroll
-    for (int r = 0; r < 4; ++r) a[kk][r] = pack_pair<kInputDtype>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+      for (int r = 0; r < 4; ++r) a[kk][r] = pack_pair<kInputDtype>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+    }
   }
 }
 
@@ -351,6 +409,29 @@ __device__ __forceinline__ void zero_tile_rows(u32 tile, int first_row, int cons
     const int slab = c / chunks, rest = c % chunks;
     const u32 addr = tile + slab * kKvSlabBytes + (first_row + rest / 8) * 128 + (rest % 8) * 16;
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(addr), "r"(0u) : "memory");
+  }
+  fence_proxy_async_shared();
+  named_barrier_sync(kConsumerBarrier, kConsumerThreads);
+}
+
+// e4m3: zeroes the V^T columns of a stage whose keys are at or past `valid_keys` (0 <= valid_keys <
+// BLOCK_N; columns hold keys permuted within 32-key groups), by all consumer threads, then
+// publishes the zeros to the async proxy for both consumer warpgroups.
+__device__ __forceinline__ void zero_vt_columns(u32 tile, int valid_keys, int consumer_thread) {
+  const int first_chunk = (valid_keys / 32) * 2;  // 16-column chunks before it hold valid keys only
+  const int chunks_per_row = kBlockN / 16 - first_chunk;
+  for (int c = consumer_thread; c < kHeadDim * chunks_per_row; c += kConsumerThreads) {
+    const int row = c / chunks_per_row, chunk = first_chunk + c % chunks_per_row;
+    const u32 addr = tile + (chunk / 8) * kVtSlabBytes + sw128_offset_8bit(row, 16 * (chunk % 8));
+    u32 w[4];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(addr));
+#pragma unroll
+    for (int e = 0; e < 16; ++e) {
+      const int slot = 16 * chunk + e;
+      if ((slot & ~31) + e4m3_key_of_slot(slot & 31) >= valid_keys) w[e / 4] &= ~(0xFFu << (8 * (e % 4)));
+    }
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                 : "memory");
   }
   fence_proxy_async_shared();
   named_barrier_sync(kConsumerBarrier, kConsumerThreads);
@@ -414,8 +495,13 @@ __device__ __forceinline__ void mask_and_softmax(const KeyLoop& k, float (&s)[kS
 __device__ __forceinline__ void wait_v_tile(const KeyLoop& k, u32 stage, u32 parity, int n0) {
   wait_phase(k.bars + 8 * (kVFull + stage), parity);
 #if TSATTN_PACKED
-  if (n0 + kBlockN > k.item.extent.kv_len)
-    zero_tile_rows(k.smem + kVOffset + stage * kKvTileBytes, k.item.extent.kv_len - n0, threadIdx.x - 128);
+  if (n0 + kBlockN > k.item.extent.kv_len) {
+    const u32 tile = k.smem + kVOffset + stage * kKvTileBytes;
+    if constexpr (kE4m3Inputs)
+      zero_vt_columns(tile, k.item.extent.kv_len - n0, threadIdx.x - 128);
+    else
+      zero_tile_rows(tile, k.item.extent.kv_len - n0, threadIdx.x - 128);
+  }
 #else
   (void)n0;
 #endif

@@ -11,6 +11,8 @@
 //   - smem_desc_sw128_mnmajor(): the descriptor of an MN-major B operand (V in O += P V: rows
 //     are the K dimension (keys), 64 N-elements (head dim) per 128-byte swizzled row), and
 //     wgmma_rs<N, dtype>(): one m64nNk16 with A from registers (P) and B transposed from smem.
+//   - e4m3 (8-bit) variants: wgmma_ss/wgmma_rs<N, kE4m3> are m64nNk32, both operands K-major
+//     (8-bit wgmma has no transpose), and e4m3_a_operand() / e4m3_key_of_slot() for P and V^T (below).
 //
 // Shared-memory tile layout (K-major, 128B swizzle; both A (M x K) and B (N x K) use it):
 //   a "slab" holds R rows x 64 elements of 2 bytes = R x 128 B, base 1024-byte aligned.
@@ -32,6 +34,20 @@
 //   a[2] = A(16w + g, 2c+8 .. 2c+9)    a[3] = A(16w + g + 8, 2c+8 .. 2c+9)
 // (low element in the low half). That is exactly the accumulator layout of columns
 // 16kk .. 16kk+15 (d[8kk .. 8kk+7] packed pairwise), so P goes from S to A without shuffles.
+//
+// 8-bit (e4m3) operands. A slab row is still 128 bytes, now 128 elements: element (r, k) of a
+// K-major slab lives at byte r * 128 + (((k / 16) ^ (r % 8)) * 16) + k % 16, and k32 step s
+// (s = 0..3) is the slab's descriptor advanced by 32 * s bytes, as for 16-bit k16 steps. B must
+// be K-major, so O += P V reads V^T ([d][keys], keys contiguous) with the same K-major descriptor
+// as K in S = Q K^T.
+// A from registers, m64k32: thread t holds four 32-bit words of four bytes each (low byte first),
+//   a[0] = A(16w + g, 4c .. 4c+3)        a[1] = A(16w + g + 8, 4c .. 4c+3)
+//   a[2] = A(16w + g, 16+4c .. 16+4c+3)  a[3] = A(16w + g + 8, 16+4c .. 16+4c+3)
+// but the accumulator of 32 key columns gives that thread columns 2c, 2c+1, 8+2c, 9+2c, 16+2c,
+// 17+2c, 24+2c, 25+2c. Rather than shuffling bytes between threads, P keeps its registers and the
+// K index of the PV GEMM is permuted: A's column ("slot") 4c + e holds key 2c + e % 2 + 8 (e / 2)
+// (and +16 for the second half), and V^T's column `slot` must hold the same key, i.e. V^T is
+// written with column slot = key e4m3_key_of_slot(slot) within each 32-key group.
 //
 // Accumulator fragment (the m64nN fp32 result D, N/2 floats per thread of the warpgroup):
 //   t = thread index within the warpgroup (0..127), w = t / 32, g = (t % 32) / 4, c = t % 4.
@@ -60,6 +76,17 @@ namespace tsattn_dev {
 // 128B-swizzled K-major layout: byte offset of element (row, k) in a slab, 0 <= k < 64.
 __host__ __device__ constexpr u32 sw128_offset(u32 row, u32 k) {
   return row * 128u + ((((k >> 3) ^ row) & 7u) << 4) + ((k & 7u) << 1);
+}
+
+// 128B-swizzled K-major layout of 8-bit elements: byte offset of element (row, k), 0 <= k < 128.
+__host__ __device__ constexpr u32 sw128_offset_8bit(u32 row, u32 k) {
+  return row * 128u + ((((k >> 4) ^ row) & 7u) << 4) + (k & 15u);
+}
+
+// The key (within its 32-key group) that column `slot` of P's e4m3 A operand and of V^T holds
+// (see "8-bit (e4m3) operands" above): slot 4c + e + 16h <- key 2c + e % 2 + 8 (e / 2) + 16h.
+__host__ __device__ constexpr int e4m3_key_of_slot(int slot) {
+  return (slot & 16) + 2 * ((slot & 15) >> 2) + (slot & 1) + 8 * ((slot >> 1) & 1);
 }
 
 // Descriptor fields (PTX ISA "Matrix Descriptor Format"): start address >> 4 in bits 0-13,
@@ -120,14 +147,14 @@ struct WgmmaRS;
 #define TSATTN_WGMMA_REGS_64 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
   "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define TSATTN_WGMMA_TAIL_64 " %32, %33, p, 1, 1, 0, 0;\n"
+#define TSATTN_WGMMA_TAIL_64 " %32, %33, p, 1, 1"
 #define TSATTN_WGMMA_PRED_64 "setp.ne.b32 p, %34, 0;\n"
 #define TSATTN_WGMMA_REGS_128 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
   "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, " \
   "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, " \
   "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define TSATTN_WGMMA_TAIL_128 " %64, %65, p, 1, 1, 0, 0;\n"
+#define TSATTN_WGMMA_TAIL_128 " %64, %65, p, 1, 1"
 #define TSATTN_WGMMA_PRED_128 "setp.ne.b32 p, %66, 0;\n"
 #define TSATTN_WGMMA_REGS_160 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
@@ -135,7 +162,7 @@ struct WgmmaRS;
   "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, " \
   "%54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, " \
   "%72, %73, %74, %75, %76, %77, %78, %79"
-#define TSATTN_WGMMA_TAIL_160 " %80, %81, p, 1, 1, 0, 0;\n"
+#define TSATTN_WGMMA_TAIL_160 " %80, %81, p, 1, 1"
 #define TSATTN_WGMMA_PRED_160 "setp.ne.b32 p, %82, 0;\n"
 #define TSATTN_WGMMA_REGS_256 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
@@ -147,60 +174,67 @@ struct WgmmaRS;
   "%98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, " \
   "%111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, " \
   "%124, %125, %126, %127"
-#define TSATTN_WGMMA_TAIL_256 " %128, %129, p, 1, 1, 0, 0;\n"
+#define TSATTN_WGMMA_TAIL_256 " %128, %129, p, 1, 1"
 #define TSATTN_WGMMA_PRED_256 "setp.ne.b32 p, %130, 0;\n"
 
 // RS: A is four 32-bit registers after the N/2 accumulators; imm-trans-b = 1 (MN-major B).
-#define TSATTN_WGMMA_RS_TAIL_64 " {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n"
+#define TSATTN_WGMMA_RS_TAIL_64 " {%32, %33, %34, %35}, %36, p, 1, 1"
 #define TSATTN_WGMMA_RS_PRED_64 "setp.ne.b32 p, %37, 0;\n"
-#define TSATTN_WGMMA_RS_TAIL_128 " {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n"
+#define TSATTN_WGMMA_RS_TAIL_128 " {%64, %65, %66, %67}, %68, p, 1, 1"
 #define TSATTN_WGMMA_RS_PRED_128 "setp.ne.b32 p, %69, 0;\n"
-#define TSATTN_WGMMA_RS_TAIL_256 " {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n"
+#define TSATTN_WGMMA_RS_TAIL_256 " {%128, %129, %130, %131}, %132, p, 1, 1"
 #define TSATTN_WGMMA_RS_PRED_256 "setp.ne.b32 p, %133, 0;\n"
 
-#define TSATTN_DEFINE_WGMMA_SS(N, DTYPE, TYPE)                                                   \
+// K is 16 for 16-bit inputs and 32 for e4m3. TRANS is the imm-trans operands: 16-bit wgmmas take
+// them (SS: A and B not transposed; RS: B transposed, i.e. MN-major), 8-bit ones have none (both
+// operands K-major only).
+#define TSATTN_DEFINE_WGMMA_SS(N, DTYPE, TYPE, K, TRANS)                                        \
   template <>                                                                                   \
   struct WgmmaSS<N, DTYPE> {                                                                    \
     __device__ static __forceinline__ void run(float (&d)[N / 2], u64 desc_a, u64 desc_b,       \
                                                int scale_d) {                                   \
       asm volatile("{\n.reg .pred p;\n" TSATTN_WGMMA_PRED_##N                                   \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {"          \
-                   TSATTN_WGMMA_REGS_##N "}," TSATTN_WGMMA_TAIL_##N "}\n"                       \
+                   "wgmma.mma_async.sync.aligned.m64n" #N "k" #K ".f32." TYPE "." TYPE " {"      \
+                   TSATTN_WGMMA_REGS_##N "}," TSATTN_WGMMA_TAIL_##N TRANS ";\n}\n"              \
                    : TSATTN_ACC_##N                                                             \
                    : "l"(desc_a), "l"(desc_b), "r"(scale_d)                                     \
                    : "memory");                                                                 \
     }                                                                                           \
   };
 
-TSATTN_DEFINE_WGMMA_SS(64, kBfloat16, "bf16")
-TSATTN_DEFINE_WGMMA_SS(128, kBfloat16, "bf16")
-TSATTN_DEFINE_WGMMA_SS(160, kBfloat16, "bf16")
-TSATTN_DEFINE_WGMMA_SS(256, kBfloat16, "bf16")
-TSATTN_DEFINE_WGMMA_SS(64, kFloat16, "f16")
-TSATTN_DEFINE_WGMMA_SS(128, kFloat16, "f16")
-TSATTN_DEFINE_WGMMA_SS(160, kFloat16, "f16")
-TSATTN_DEFINE_WGMMA_SS(256, kFloat16, "f16")
+TSATTN_DEFINE_WGMMA_SS(64, kBfloat16, "bf16", 16, ", 0, 0")
+TSATTN_DEFINE_WGMMA_SS(128, kBfloat16, "bf16", 16, ", 0, 0")
+TSATTN_DEFINE_WGMMA_SS(160, kBfloat16, "bf16", 16, ", 0, 0")
+TSATTN_DEFINE_WGMMA_SS(256, kBfloat16, "bf16", 16, ", 0, 0")
+TSATTN_DEFINE_WGMMA_SS(64, kFloat16, "f16", 16, ", 0, 0")
+TSATTN_DEFINE_WGMMA_SS(128, kFloat16, "f16", 16, ", 0, 0")
+TSATTN_DEFINE_WGMMA_SS(160, kFloat16, "f16", 16, ", 0, 0")
+TSATTN_DEFINE_WGMMA_SS(256, kFloat16, "f16", 16, ", 0, 0")
+TSATTN_DEFINE_WGMMA_SS(128, kE4m3, "e4m3", 32, "")
+TSATTN_DEFINE_WGMMA_SS(256, kE4m3, "e4m3", 32, "")
 
-#define TSATTN_DEFINE_WGMMA_RS(N, DTYPE, TYPE)                                                   \
+#define TSATTN_DEFINE_WGMMA_RS(N, DTYPE, TYPE, K, TRANS)                                        \
   template <>                                                                                   \
   struct WgmmaRS<N, DTYPE> {                                                                    \
     __device__ static __forceinline__ void run(float (&d)[N / 2], const u32 (&a)[4], u64 desc_b, \
                                                int scale_d) {                                   \
       asm volatile("{\n.reg .pred p;\n" TSATTN_WGMMA_RS_PRED_##N                                \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {"          \
-                   TSATTN_WGMMA_REGS_##N "}," TSATTN_WGMMA_RS_TAIL_##N "}\n"                    \
+                   "wgmma.mma_async.sync.aligned.m64n" #N "k" #K ".f32." TYPE "." TYPE " {"      \
+                   TSATTN_WGMMA_REGS_##N "}," TSATTN_WGMMA_RS_TAIL_##N TRANS ";\n}\n"           \
                    : TSATTN_ACC_##N                                                             \
                    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)      \
                    : "memory");                                                                 \
     }                                                                                           \
   };
 
-TSATTN_DEFINE_WGMMA_RS(64, kBfloat16, "bf16")
-TSATTN_DEFINE_WGMMA_RS(128, kBfloat16, "bf16")
-TSATTN_DEFINE_WGMMA_RS(256, kBfloat16, "bf16")
-TSATTN_DEFINE_WGMMA_RS(64, kFloat16, "f16")
-TSATTN_DEFINE_WGMMA_RS(128, kFloat16, "f16")
-TSATTN_DEFINE_WGMMA_RS(256, kFloat16, "f16")
+TSATTN_DEFINE_WGMMA_RS(64, kBfloat16, "bf16", 16, ", 1")
+TSATTN_DEFINE_WGMMA_RS(128, kBfloat16, "bf16", 16, ", 1")
+TSATTN_DEFINE_WGMMA_RS(256, kBfloat16, "bf16", 16, ", 1")
+TSATTN_DEFINE_WGMMA_RS(64, kFloat16, "f16", 16, ", 1")
+TSATTN_DEFINE_WGMMA_RS(128, kFloat16, "f16", 16, ", 1")
+TSATTN_DEFINE_WGMMA_RS(256, kFloat16, "f16", 16, ", 1")
+TSATTN_DEFINE_WGMMA_RS(128, kE4m3, "e4m3", 32, "")
+TSATTN_DEFINE_WGMMA_RS(256, kE4m3, "e4m3", 32, "")
 
 #undef TSATTN_DEFINE_WGMMA_RS
 #undef TSATTN_DEFINE_WGMMA_SS
@@ -230,13 +264,29 @@ TSATTN_DEFINE_WGMMA_RS(256, kFloat16, "f16")
 #undef TSATTN_ACC16
 #undef TSATTN_ACC4
 
-// One m64nNk16 SS wgmma (see WgmmaSS); dtype is kBfloat16 or kFloat16.
+// P (the fp32 accumulators of kSteps * 32 key columns, m64 layout) as the A operand of kSteps
+// e4m3 k32 wgmmas, keys permuted as e4m3_key_of_slot says: step kk is d[16kk .. 16kk+15].
+template <int kSteps>
+__device__ __forceinline__ void e4m3_a_operand(const float (&d)[16 * kSteps], u32 (&a)[kSteps][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      // r: rows g (even r) / g + 8 (odd r), first (r < 2) or second 16 slots.
+      const int base = 16 * kk + 8 * (r / 2) + 2 * (r % 2);
+      a[kk][r] = pack_pair<kE4m3>(d[base], d[base + 1]) | (pack_pair<kE4m3>(d[base + 4], d[base + 5]) << 16);
+    }
+  }
+}
+
+// One SS wgmma (see WgmmaSS): m64nNk16 for kBfloat16 / kFloat16, m64nNk32 for kE4m3.
 template <int N, int dtype>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, int scale_d) {
   WgmmaSS<N, dtype>::run(d, desc_a, desc_b, scale_d);
 }
 
-// One m64nNk16 RS wgmma (see WgmmaRS); dtype is kBfloat16 or kFloat16.
+// One RS wgmma (see WgmmaRS): m64nNk16 for kBfloat16 / kFloat16 (B MN-major), m64nNk32 for
+// kE4m3 (B K-major).
 template <int N, int dtype>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const u32 (&a)[4], u64 desc_b, int scale_d) {
   WgmmaRS<N, dtype>::run(d, a, desc_b, scale_d);

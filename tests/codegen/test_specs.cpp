@@ -43,11 +43,11 @@ TEST_SUITE("codegen/specs") {
       CHECK(tile.block_m > 0);
     }
     // sm80: 2 head dims x 3 x 3 dtype pairs x 4 masks x 2 layouts, on 4 archs;
-    // sm90a: 2 head dims x 2 x 3 dtype pairs x 4 masks x 2 layouts, on sm_90a.
-    CHECK(names.size() == 4 * 144 + 96);
+    // sm90a: the same 144 on sm_90a.
+    CHECK(names.size() == 4 * 144 + 144);
   }
 
-  TEST_CASE("the sm90a rows: sm_90a only, 16-bit inputs, any output, 128-row tiles of 12 warps") {
+  TEST_CASE("the sm90a rows: sm_90a only, every dtype pair, 128-row tiles of 12 warps") {
     KernelSpec spec{KernelFamily::sm90a, Arch::sm_90a, MaskVariant::causal, 128, TSATTN_DTYPE_BFLOAT16,
                     TSATTN_DTYPE_BFLOAT16, Layout::fixed};
     CHECK(canonical_name(spec) == "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed");
@@ -59,7 +59,11 @@ TEST_SUITE("codegen/specs") {
             for (int head_dim : {128, 256}) {
               KernelSpec s{KernelFamily::sm90a, Arch::sm_90a, mask, head_dim, input, output, layout};
               CAPTURE(canonical_name(s));
-              CHECK(is_supported(s) == (input != TSATTN_DTYPE_FLOAT8_E4M3FN));
+              CHECK(is_supported(s));
+              // Only e4m3 inputs need V^T: 8-bit wgmma reads B K-major.
+              CHECK(transposes_v(s) == (input == TSATTN_DTYPE_FLOAT8_E4M3FN));
+              // e4m3 tiles: whole 128-key V^T slabs.
+              if (input == TSATTN_DTYPE_FLOAT8_E4M3FN) CHECK(tile_config(s).block_n == 128);
             }
     for (Arch arch : {Arch::sm_80, Arch::sm_100, Arch::sm_120}) {
       spec.arch = arch;
@@ -79,7 +83,11 @@ TEST_SUITE("codegen/specs") {
     CHECK(d256.block_m == 128);
     CHECK(d256.block_n == 64);
     CHECK(d256.num_warps == 12);
-    CHECK(all_specs(KernelFamily::sm90a, Arch::sm_90a).size() == 96);
+    CHECK(all_specs(KernelFamily::sm90a, Arch::sm_90a).size() == 144);
+    spec.family = KernelFamily::sm80;  // the portable family never transposes
+    spec.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;
+    CHECK_FALSE(transposes_v(spec));
+    spec.input_dtype = TSATTN_DTYPE_BFLOAT16;
     // The portable family keeps its own tiles on the same arch.
     spec.family = KernelFamily::sm80;
     CHECK(tile_config(spec).num_warps == 8);
@@ -117,15 +125,18 @@ TEST_SUITE("codegen/specs") {
     CHECK(hopper.text.find("#include \"sm90a/prefill_sm90a.cuh\"") != std::string::npos);
     CHECK(hopper.text.find("#define TSATTN_NUM_WARPS 12") != std::string::npos);
     CHECK(hopper.text.find("#define TSATTN_BLOCK_N 128") != std::string::npos);
-    spec.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;  // not in the sm90a rows
+    CHECK(hopper.text.find("sm90a/transpose_v.cuh") == std::string::npos);
+    spec.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;  // V^T: the module carries the transpose kernel
+    CHECK(generate_source(spec).text.find("#include \"sm90a/transpose_v.cuh\"") != std::string::npos);
+    spec.head_dim = 64;  // not in the table
     CHECK_THROWS_AS(generate_source(spec), Error);
   }
 
   TEST_CASE("manifests expand against the table, with path-qualified errors") {
     const std::vector<Arch> hopper{Arch::sm_90a};
     // Hopper: every sm80 and sm90a kernel; other archs: the sm80 kernels only.
-    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/all.json", hopper).size() == 144 + 96);
-    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", hopper).size() == 144 + 96);
+    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/all.json", hopper).size() == 144 + 144);
+    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", hopper).size() == 144 + 144);
     CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", {Arch::sm_80}).size() == 144);
     const nlohmann::json narrow = {{"schema", 1},
                                    {"kernels",
@@ -159,11 +170,11 @@ TEST_SUITE("codegen/specs") {
     bad["kernels"][0]["mask"] = "sliding";
     CHECK(error_of(bad).find("m.json.kernels[0].mask: \"sliding\" is not supported") == 0);
     CHECK_THROWS_WITH_AS(parse_arch_list("sm_90a,sm_75"), doctest::Contains("sm_75"), Error);
-    // The sm90a family takes 16-bit inputs only, and expands for sm_90a only.
+    // The sm90a family takes every dtype, and expands for sm_90a only.
     const nlohmann::json hopper_fp8 = {{"schema", 1}, {"kernels", {{{"family", "sm90a"}, {"input_dtype", "e4m3"}}}}};
-    CHECK(error_of(hopper_fp8) == "m.json.kernels[0].input_dtype: \"e4m3\" is not supported (supported: f16, bf16)");
+    CHECK(expand_manifest(hopper_fp8, hopper, "m.json").size() == 48);  // 2 head dims x 3 outputs x 4 masks x 2 layouts
     const nlohmann::json hopper_family = {{"schema", 1}, {"kernels", {{{"family", "sm90a"}, {"head_dim", 128}}}}};
-    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 48);
+    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 72);
     CHECK(expand_manifest(hopper_family, {Arch::sm_80, Arch::sm_100}, "m.json").empty());
   }
 

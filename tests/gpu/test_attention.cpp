@@ -157,12 +157,12 @@ class CapturedLog {
   }
   CapturedLog(const CapturedLog&) = delete;
   CapturedLog& operator=(const CapturedLog&) = delete;
-  // The levels at which `message` was logged, in order.
-  std::vector<LogLevel> levels_of(const std::string& message) {
+  // The levels at which a message starting with `prefix` was logged, in order.
+  std::vector<LogLevel> levels_of_prefix(const std::string& prefix) {
     std::lock_guard lock(mutex_);
     std::vector<LogLevel> levels;
     for (const auto& [level, line] : lines_)
-      if (line == message) levels.push_back(level);
+      if (line.rfind(prefix, 0) == 0) levels.push_back(level);
     return levels;
   }
 
@@ -211,7 +211,7 @@ TEST_SUITE("gpu/attention") {
     MESSAGE(summary.text());
   }
 
-  TEST_CASE("Hopper: a call the sm90a path cannot take runs on sm80, and the log says why") {
+  TEST_CASE("Hopper: fp8 inputs run on sm90a (V^T workspace), fixed and packed, with no fallback logged") {
     TSATTN_REQUIRE_GPU();
     const char* family = automatic_family();
     if (family == nullptr || std::string(family) != "sm90a") {
@@ -221,7 +221,6 @@ TEST_SUITE("gpu/attention") {
     std::mt19937_64 rng(test_seed());
     ErrorSummary summary;
     CapturedLog log;
-    // fp8 inputs are not in the sm90a rows of the table.
     AttentionCase fp8;
     fp8.q_lens = {129};
     fp8.kv_lens = {129};
@@ -229,14 +228,17 @@ TEST_SUITE("gpu/attention") {
     fp8.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;
     fp8.output_dtype = TSATTN_DTYPE_BFLOAT16;
     check_case(fp8, rng, summary);
-    CHECK(last_kernel() == "prefill.sm80.sm_90a.d128.e4m3_bf16.causal.fixed");
-    check_case(fp8, rng, summary);
-    const std::vector<LogLevel> levels = log.levels_of(
-        "sm90a path not usable for prefill.sm90a.sm_90a.d128.e4m3_bf16.causal.fixed: e4m3 inputs are not on the "
-        "sm90a path yet; using prefill.sm80.sm_90a.d128.e4m3_bf16.causal.fixed");
-    // Warned once per process (maybe by an earlier test), then said at info level on every call.
-    REQUIRE(levels.size() == 2);
-    CHECK(levels[1] == LogLevel::info);
+    CHECK(last_kernel() == "prefill.sm90a.sm_90a.d128.e4m3_bf16.causal.fixed");
+    // Packed with an empty request and request ends inside V^T's 32-key groups.
+    AttentionCase packed = fp8;
+    packed.packed = true;
+    packed.q_lens = {1, 0, 127, 40};
+    packed.kv_lens = {33, 7, 200, 40};
+    packed.head_dim = 256;
+    packed.output_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;
+    check_case(packed, rng, summary);
+    CHECK(last_kernel() == "prefill.sm90a.sm_90a.d256.e4m3_e4m3.causal.packed");
+    CHECK(log.levels_of_prefix("sm90a path not usable").empty());
     MESSAGE(summary.text());
   }
 
@@ -416,13 +418,19 @@ TEST_SUITE("gpu/attention") {
     std::mt19937_64 rng(test_seed());
     const std::vector<std::vector<int32_t>> garbage = {
         {0, 500, 10, -7, 200}, {5, 4, 3, 2, 1}, {-100, 0, 2147483647, 40, 200}, {0, 0, 0, 0, 1000000}};
+    // e4m3: on Hopper its V^T transpose reads the indptrs too.
+    for (tsattn_dtype input : {TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_FLOAT8_E4M3FN})
     for (tsattn_mask_type mask : {TSATTN_MASK_DENSE, TSATTN_MASK_CAUSAL, TSATTN_MASK_VARIABLE_WINDOW}) {
+      CAPTURE(input);
+      CAPTURE(mask);
       AttentionCase c;
       c.packed = true;
       c.device_indptr = true;
       c.q_lens = {100, 50, 30, 20};
       c.kv_lens = {120, 60, 60, 20};
       c.mask = mask;
+      c.input_dtype = input;
+      c.output_dtype = input;
       PreparedCase prepared(c, rng);
       for (const auto& values : garbage) {
         prepared.write_device_indptrs(values, values);
@@ -456,13 +464,20 @@ TEST_SUITE("gpu/attention") {
   TEST_CASE("CUDA graph capture with GPU indptrs, replayed with new lengths and inputs") {
     TSATTN_REQUIRE_GPU();
     std::mt19937_64 rng(test_seed());
-    for (tsattn_mask_type mask : {TSATTN_MASK_DENSE, TSATTN_MASK_VARIABLE_WINDOW}) {
+    const std::pair<tsattn_mask_type, tsattn_dtype> configs[] = {{TSATTN_MASK_DENSE, TSATTN_DTYPE_BFLOAT16},
+                                                                 {TSATTN_MASK_VARIABLE_WINDOW, TSATTN_DTYPE_BFLOAT16},
+                                                                 {TSATTN_MASK_DENSE, TSATTN_DTYPE_FLOAT8_E4M3FN}};
+    for (const auto& [mask, input] : configs) {
+      CAPTURE(mask);
+      CAPTURE(input);
       AttentionCase c;
       c.packed = true;
       c.device_indptr = true;
       c.q_lens = {200, 0, 333, 17};
       c.kv_lens = {100, 400, 300, 0};
       c.mask = mask;
+      c.input_dtype = input;
+      c.output_dtype = input;
       c.num_qo_heads = 8;
       c.num_kv_heads = 2;
       PreparedCase prepared(c, rng);

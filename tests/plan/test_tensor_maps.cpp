@@ -26,13 +26,16 @@ TensorMapPlan plan_of(const Problem& p, int block_m = 128, int block_n = 128) {
 }
 
 void check_geometry(const TensorMapGeometry& g, const void* base, std::vector<cuuint64_t> dims,
-                    std::vector<cuuint64_t> strides, cuuint32_t rows) {
+                    std::vector<cuuint64_t> strides, std::vector<cuuint32_t> box) {
   CAPTURE(g.tensor);
   CHECK(g.base == base);
   CHECK(std::vector<cuuint64_t>(g.dims, g.dims + 4) == dims);
   CHECK(std::vector<cuuint64_t>(g.strides, g.strides + 3) == strides);
-  CHECK(std::vector<cuuint32_t>(g.box, g.box + 4) == std::vector<cuuint32_t>{64, 1, rows, 1});
+  CHECK(std::vector<cuuint32_t>(g.box, g.box + 4) == box);
 }
+
+// Boxes of 16-bit q, k and v: 64 elements (128 bytes) by `rows` tokens.
+std::vector<cuuint32_t> box16(cuuint32_t rows) { return {64, 1, rows, 1}; }
 
 void shift(void*& data, int bytes) { data = static_cast<std::byte*>(data) + bytes; }
 
@@ -41,19 +44,20 @@ TEST_SUITE("plan/tensor_maps") {
     const Problem p = CallBuilder::fixed(2, 16, 32, 8, 2, 128, TSATTN_DTYPE_BFLOAT16).validate();
     const TensorMapPlan plan = plan_of(p, 128, 64);
     CHECK(plan.data_type == CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
-    check_geometry(plan.q, p.q.data, {128, 8, 16, 2}, {256, 8 * 256, 16 * 8 * 256}, 128);
-    check_geometry(plan.k, p.k.data, {128, 2, 32, 2}, {256, 2 * 256, 32 * 2 * 256}, 64);
-    check_geometry(plan.v, p.v.data, {128, 2, 32, 2}, {256, 2 * 256, 32 * 2 * 256}, 64);
+    check_geometry(plan.q, p.q.data, {128, 8, 16, 2}, {256, 8 * 256, 16 * 8 * 256}, box16(128));
+    check_geometry(plan.k, p.k.data, {128, 2, 32, 2}, {256, 2 * 256, 32 * 2 * 256}, box16(64));
+    check_geometry(plan.v, p.v.data, {128, 2, 32, 2}, {256, 2 * 256, 32 * 2 * 256}, box16(64));
     CHECK(std::string(plan.q.tensor) == "q");
+    CHECK_FALSE(plan.transposed_v.has_value());
   }
 
   TEST_CASE("packed layout: batch extent 1 with a compact stand-in stride; float16; D256") {
     const Problem p = CallBuilder::packed({5, 0, 7}, {9, 3, 7}, 4, 1, 256, TSATTN_DTYPE_FLOAT16).validate();
     const TensorMapPlan plan = plan_of(p);
     CHECK(plan.data_type == CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
-    check_geometry(plan.q, p.q.data, {256, 4, 12, 1}, {512, 4 * 512, 12 * 4 * 512}, 128);
+    check_geometry(plan.q, p.q.data, {256, 4, 12, 1}, {512, 4 * 512, 12 * 4 * 512}, box16(128));
     // One kv head: its stride is unused as well, and stands in as compact.
-    check_geometry(plan.k, p.k.data, {256, 1, 19, 1}, {512, 512, 19 * 512}, 128);
+    check_geometry(plan.k, p.k.data, {256, 1, 19, 1}, {512, 512, 19 * 512}, box16(128));
   }
 
   TEST_CASE("no keys at all: every extent stays >= 1 (the kernel loads nothing from k and v)") {
@@ -70,13 +74,41 @@ TEST_SUITE("plan/tensor_maps") {
     call.out.strides = {3, 128, 5, 1};
     const Problem p = call.validate();
     const TensorMapPlan plan = plan_of(p);
-    check_geometry(plan.q, p.q.data, {128, 1, 16, 1}, {256, 256, 16 * 256}, 128);
+    check_geometry(plan.q, p.q.data, {128, 1, 16, 1}, {256, 256, 16 * 256}, box16(128));
   }
 
-  TEST_CASE("fp8 inputs have no sm90a maps") {
-    const std::string why = reason_of(CallBuilder::fixed(1, 16, 32, 8, 2, 128, TSATTN_DTYPE_FLOAT8_E4M3FN).validate());
-    CHECK(why.find("float8_e4m3fn") != std::string::npos);
-    CHECK(why.find("16-bit") != std::string::npos);
+  TEST_CASE("fp8 inputs: bytes, 128-element boxes, and v read as V^T from a workspace") {
+    // Fixed: Sk = 33 -> 64 V^T columns per (batch, kv head, d) row.
+    const Problem p = CallBuilder::fixed(2, 16, 33, 8, 2, 128, TSATTN_DTYPE_FLOAT8_E4M3FN).validate();
+    const TensorMapPlan plan = plan_of(p, 128, 128);
+    CHECK(plan.data_type == CU_TENSOR_MAP_DATA_TYPE_UINT8);
+    check_geometry(plan.q, p.q.data, {128, 8, 16, 2}, {128, 8 * 128, 16 * 8 * 128}, {128, 1, 128, 1});
+    check_geometry(plan.k, p.k.data, {128, 2, 33, 2}, {128, 2 * 128, 33 * 2 * 128}, {128, 1, 128, 1});
+    REQUIRE(plan.transposed_v.has_value());
+    const TransposedV& vt = *plan.transposed_v;
+    CHECK(vt.keys == 64);
+    CHECK(vt.bytes == 2u * 2 * 128 * 64);
+    check_geometry(vt.map, nullptr, {64, 128, 2, 2}, {64, 128 * 64, 2 * 128 * 64}, {128, 128, 1, 1});
+
+    // Packed: requests start at multiples of 32 with a 32-column step each:
+    // TSATTN_VT_PACKED_START(total 19, batch 3) = 32 * (1 + 3).
+    const Problem packed = CallBuilder::packed({5, 0, 7}, {9, 3, 7}, 4, 1, 256, TSATTN_DTYPE_FLOAT8_E4M3FN).validate();
+    const TensorMapPlan packed_plan = plan_of(packed);
+    REQUIRE(packed_plan.transposed_v.has_value());
+    CHECK(packed_plan.transposed_v->keys == 128);
+    check_geometry(packed_plan.transposed_v->map, nullptr, {128, 256, 1, 1}, {128, 256 * 128, 256 * 128},
+                   {128, 256, 1, 1});
+
+    // No keys: each request still takes its 32-column step (the workspace is never empty).
+    const Problem empty = CallBuilder::packed({3, 4}, {0, 0}, 2, 2, 128, TSATTN_DTYPE_FLOAT8_E4M3FN).validate();
+    CHECK(plan_of(empty).transposed_v->keys == 64);
+    const Problem no_keys = CallBuilder::fixed(1, 3, 0, 2, 2, 128, TSATTN_DTYPE_FLOAT8_E4M3FN).validate();
+    CHECK(plan_of(no_keys).transposed_v->keys == 32);
+
+    // V^T columns are TMA coordinates (32-bit).
+    Problem huge = p;
+    huge.kv_tokens = int64_t{1} << 31;
+    CHECK(reason_of(huge).find("V^T would have 2147483648 columns") == 0);
   }
 
   TEST_CASE("each TMA rule broken gives a reason naming the tensor and the value") {
@@ -121,10 +153,11 @@ TEST_SUITE("plan/tensor_maps") {
   }
 
   TEST_CASE("make_tensor_maps reports a planning reason without calling the driver") {
-    const TensorMapsOrReason maps =
-        make_tensor_maps(CallBuilder::fixed(1, 16, 32, 8, 2, 128, TSATTN_DTYPE_FLOAT8_E4M3FN).validate(), 128, 128);
+    Problem p = CallBuilder::fixed(1, 16, 32, 8, 2, 128, TSATTN_DTYPE_FLOAT8_E4M3FN).validate();
+    shift(p.k.data, 8);
+    const TensorMapsOrReason maps = make_tensor_maps(p, 128, 128);
     CHECK_FALSE(maps.ok());
-    CHECK(maps.reason.find("float8_e4m3fn") != std::string::npos);
+    CHECK(maps.reason.find("k.data=0x") == 0);
   }
 }
 

@@ -1,5 +1,5 @@
 """Which kernel family ran, as tsattn.last_kernel_name() reports it: the Hopper family (sm90a) on a
-compute capability 9.x GPU, the portable family (sm80) elsewhere and for fp8 inputs on Hopper.
+compute capability 9.x GPU (every dtype), the portable family (sm80) elsewhere.
 Each output is checked against the fp32 oracle too. Skipped with "skipped: no CUDA device" without one.
 """
 
@@ -60,16 +60,20 @@ def test_bf16_d128_causal_fixed_and_packed():
 
 
 @pytest.mark.skipif(FP8 is None, reason="skipped: torch has no float8_e4m3fn")
-def test_fp8_inputs_run_on_sm80_on_hopper():
+def test_fp8_inputs_run_on_sm90a_on_hopper():
     family = _automatic_family()
-    if family != "sm90a":
-        pytest.skip("skipped: needs a compute capability 9.x GPU")
     torch.manual_seed(91)
     q = randn((1, 129, 4, 128), FP8)
     k = randn((1, 129, 4, 128), FP8)
     v = randn((1, 129, 4, 128), FP8)
     name = _checked_call(q, k, v, mask_type="causal", out_dtype=BF16)
-    assert name == "prefill.sm80.sm_90a.d128.e4m3_bf16.causal.fixed"
+    assert name == f"prefill.{family}.{_arch()}.d128.e4m3_bf16.causal.fixed"
+    qo, kv = indptr([1, 0, 127, 40]), indptr([33, 7, 200, 40])
+    q = randn((int(qo[-1]), 4, 256), FP8)
+    k = randn((int(kv[-1]), 2, 256), FP8)
+    v = randn((int(kv[-1]), 2, 256), FP8)
+    name = _checked_call(q, k, v, qo_indptr=qo, kv_indptr=kv, mask_type="causal", out_dtype=FP8)
+    assert name == f"prefill.{family}.{_arch()}.d256.e4m3_e4m3.causal.packed"
 
 
 def test_last_kernel_name_is_per_thread():

@@ -1,9 +1,10 @@
 // test_blocks.cpp - the bottom-up building blocks of the sm90a (Hopper) family, each on its own:
 // "codegen/sm90a_blocks" compiles the test kernels of templates/sm90a/test_*.cuh with NVRTC (no
 // GPU needed) and holds them to the family's rules (no spills, no C75xx wgmma notes, sm_90a
-// only); "gpu/sm90a_blocks" runs them on a compute capability 9.0 device: SS-wgmma GEMMs against
-// a CPU GEMM, a TMA load/store round trip with out-of-bounds tiles, and a 2-stage TMA + mbarrier
-// ring with a dummy consumer. The kernels bound every mbarrier wait and report a timeout flag.
+// only); "gpu/sm90a_blocks" runs them on a compute capability 9.0 device: SS- and RS-wgmma GEMMs
+// (16-bit and e4m3) against a CPU GEMM, a TMA load/store round trip with out-of-bounds tiles, and
+// a 2-stage TMA + mbarrier ring with a dummy consumer. The kernels bound every mbarrier wait and
+// report a timeout flag.
 #include <doctest/doctest.h>
 
 #include <cuda.h>
@@ -41,6 +42,8 @@ const std::vector<TestKernels>& test_kernels() {
         "tsattn_test_wgmma_f16_n64"}},
       {"test_wgmma_pv", {"tsattn_test_wgmma_pv_bf16_n128", "tsattn_test_wgmma_pv_bf16_n256",
         "tsattn_test_wgmma_pv_f16_n128"}},
+      {"test_wgmma_fp8", {"tsattn_test_wgmma_e4m3_ss_n128", "tsattn_test_wgmma_e4m3_ss_n256",
+        "tsattn_test_wgmma_e4m3_pv_n128", "tsattn_test_wgmma_e4m3_pv_n256"}},
       {"test_tma_roundtrip", {"tsattn_test_tma_roundtrip"}},
       {"test_mbarrier_ring", {"tsattn_test_mbarrier_ring"}},
   };
@@ -170,8 +173,8 @@ static_assert(sizeof(CUtensorMap) == sizeof(TsattnTmaDescriptor) && alignof(CUte
               "TsattnTmaDescriptor mirrors CUtensorMap");
 
 // ---------------------------------------------------------------------------------------------
-// wgmma GEMMs: C (64 x n fp32) = A (64 x 64) times B, one warpgroup, against a double-precision
-// CPU GEMM of the same 16-bit values.
+// wgmma GEMMs: C (64 x n fp32) = A (64 x K) times B, one warpgroup, against a double-precision
+// CPU GEMM of the same (decoded) 16-bit or e4m3 values.
 
 struct WgmmaCase {
   const char* symbol;
@@ -182,35 +185,60 @@ struct WgmmaCase {
 uint16_t encode16(bool bf16, float v) { return bf16 ? ref::float_to_bfloat16(v) : ref::float_to_half(v); }
 float decode16(bool bf16, uint16_t b) { return bf16 ? ref::bfloat16_to_float(b) : ref::half_to_float(b); }
 
-// grid_values: multiples of 1/8 in [-2, 2] (every partial sum exact in fp32, so the GPU must
-// match exactly); otherwise uniform in [-1, 1].
-std::vector<uint16_t> random16(size_t count, bool bf16, bool grid_values, std::mt19937_64& rng) {
+// grid_values: multiples of 1/8 in [-2, 2] (exact in bf16, f16 and e4m3; every partial sum exact
+// in fp32, so the GPU must match exactly); otherwise uniform in [-1, 1]. Encoded by `encode`.
+template <class T, class Encode>
+std::vector<T> random_values(size_t count, bool grid_values, std::mt19937_64& rng, Encode encode) {
   std::uniform_int_distribution<int> grid(-16, 16);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<uint16_t> values(count);
-  for (uint16_t& x : values) x = encode16(bf16, grid_values ? grid(rng) / 8.0f : uniform(rng));
+  std::vector<T> values(count);
+  for (T& x : values) x = encode(grid_values ? grid(rng) / 8.0f : uniform(rng));
   return values;
+}
+
+std::vector<uint16_t> random16(size_t count, bool bf16, bool grid_values, std::mt19937_64& rng) {
+  return random_values<uint16_t>(count, grid_values, rng, [bf16](float v) { return encode16(bf16, v); });
+}
+
+std::vector<uint8_t> random_e4m3(size_t count, bool grid_values, std::mt19937_64& rng) {
+  return random_values<uint8_t>(count, grid_values, rng, ref::float_to_e4m3);
+}
+
+template <class T, class Decode>
+std::vector<float> decode_all(const std::vector<T>& bits, Decode decode) {
+  std::vector<float> values(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) values[i] = decode(bits[i]);
+  return values;
+}
+
+// m (rows x cols, row-major) transposed.
+std::vector<float> transpose(const std::vector<float>& m, int rows, int cols) {
+  std::vector<float> t(m.size());
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) t[size_t(c) * rows + r] = m[size_t(r) * cols + c];
+  return t;
 }
 
 // Runs kernel(a, b, c, extra...) on one warpgroup and returns C (64 x n), poisoned with NaN
 // first so that an element no thread wrote stays NaN.
-template <class... Extra>
-std::vector<float> run_wgmma_kernel(const Module& module, const WgmmaCase& g, const std::vector<uint16_t>& a,
-                                    const std::vector<uint16_t>& b, Extra... extra) {
-  DeviceBuffer da(a.size() * 2), db(b.size() * 2), dc(size_t(64) * g.n * 4);
-  da.upload(a.data(), a.size() * 2);
-  db.upload(b.data(), b.size() * 2);
+template <class A, class B, class... Extra>
+std::vector<float> run_wgmma_kernel(const Module& module, const char* symbol, int n, const std::vector<A>& a,
+                                    const std::vector<B>& b, Extra... extra) {
+  DeviceBuffer da(a.size() * sizeof(A)), db(b.size() * sizeof(B)), dc(size_t(64) * n * 4);
+  da.upload(a.data(), a.size() * sizeof(A));
+  db.upload(b.data(), b.size() * sizeof(B));
   dc.fill_bytes(0xFF);
   Stream stream;
   CUdeviceptr pa = da.address(), pb = db.address(), pc = dc.address();
   void* params[] = {&pa, &pb, &pc, &extra...};
-  launch(module.function(g.symbol), 1, 128, params, stream, g.symbol);
-  std::vector<float> c(size_t(64) * g.n);
+  launch(module.function(symbol), 1, 128, params, stream, symbol);
+  std::vector<float> c(size_t(64) * n);
   dc.download(c.data(), c.size() * 4);
   return c;
 }
 
-// The accumulators' start value in test_wgmma_gemm.cuh (kWgmmaTestGarbage).
+// The accumulators' start value in test_wgmma_gemm.cuh and test_wgmma_fp8.cuh (kWgmmaTestGarbage,
+// kWgmmaE4m3TestGarbage).
 constexpr double kWgmmaTestGarbage = 12345.0;
 
 struct GemmMismatches {
@@ -219,25 +247,23 @@ struct GemmMismatches {
   std::string first;       // the first few, described
 };
 
-// C against A (64 x 64, row-major) times B, where B(kk, j) is b[j * 64 + kk] when b_is_n_by_k
-// (the K-major B of S = Q K^T) and b[kk * n + j] otherwise (V in O = P V). With random values the
-// tolerance is 1e-4 of the sum of |products| (fp32 sums of 64 terms): any layout or descriptor
-// error is off by O(1).
-GemmMismatches compare_gemm(const std::vector<float>& c, const std::vector<uint16_t>& a, const std::vector<uint16_t>& b,
-                            int n, bool b_is_n_by_k, bool bf16, bool grid_values) {
-  const int m = 64, k = 64;
+// C (64 x n) against A times B^T, where a is 64 x K and bt is n x K (row-major, decoded values).
+// relative_tolerance 0: exact; otherwise that fraction of the sum of |products| (plus 1e-6):
+// any layout or descriptor error is off by O(1) of it.
+GemmMismatches compare_gemm(const std::vector<float>& c, const std::vector<float>& a, const std::vector<float>& bt,
+                            int n, double relative_tolerance) {
+  const int m = 64, k = static_cast<int>(a.size() / m);
   GemmMismatches result;
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {
       double expected = 0, magnitude = 0;
       for (int kk = 0; kk < k; ++kk) {
-        const uint16_t b_value = b_is_n_by_k ? b[j * k + kk] : b[kk * n + j];
-        const double p = double(decode16(bf16, a[i * k + kk])) * double(decode16(bf16, b_value));
+        const double p = double(a[size_t(i) * k + kk]) * double(bt[size_t(j) * k + kk]);
         expected += p;
         magnitude += std::fabs(p);
       }
       const double got = c[static_cast<size_t>(i) * n + j];
-      const double tolerance = grid_values ? 0.0 : 1e-4 * magnitude + 1e-6;
+      const double tolerance = relative_tolerance == 0 ? 0.0 : relative_tolerance * magnitude + 1e-6;
       if (!(std::fabs(got - expected) <= tolerance)) {
         ++result.bad;
         if (std::fabs(got - expected - kWgmmaTestGarbage) < 1.0) ++result.off_by_garbage;
@@ -248,17 +274,30 @@ GemmMismatches compare_gemm(const std::vector<float>& c, const std::vector<uint1
   return result;
 }
 
+// 16-bit operands: A 64 x 64; B(kk, j) is b[j * 64 + kk] when b_is_n_by_k (the K-major B of
+// S = Q K^T) and b[kk * n + j] otherwise (V in O = P V). Random values: 1e-4 (fp32 sums of 64 terms).
+GemmMismatches compare_gemm16(const std::vector<float>& c, const std::vector<uint16_t>& a,
+                              const std::vector<uint16_t>& b, int n, bool b_is_n_by_k, bool bf16, bool grid_values) {
+  const auto decode = [bf16](uint16_t x) { return decode16(bf16, x); };
+  const std::vector<float> b_values = decode_all(b, decode);
+  return compare_gemm(c, decode_all(a, decode), b_is_n_by_k ? b_values : transpose(b_values, 64, n), n,
+                      grid_values ? 0.0 : 1e-4);
+}
+
+void check_no_mismatches(const GemmMismatches& result) {
+  INFO("first mismatches:" << result.first);
+  INFO(result.off_by_garbage << " mismatches are off by the initial accumulator value (scale-d ignored?)");
+  CHECK(result.bad == 0);
+}
+
 // S-style GEMM: C = A * B^T (B: n x 64), both K-major in swizzled shared memory.
 void check_wgmma_gemm(const Module& module, const WgmmaCase& g, bool grid_values, std::mt19937_64& rng) {
   CAPTURE(g.symbol);
   CAPTURE(grid_values);
   const std::vector<uint16_t> a = random16(64 * 64, g.bf16, grid_values, rng);
   const std::vector<uint16_t> b = random16(size_t(g.n) * 64, g.bf16, grid_values, rng);
-  const GemmMismatches result =
-      compare_gemm(run_wgmma_kernel(module, g, a, b), a, b, g.n, true, g.bf16, grid_values);
-  INFO("first mismatches:" << result.first);
-  INFO(result.off_by_garbage << " mismatches are off by the initial accumulator value (scale-d ignored?)");
-  CHECK(result.bad == 0);
+  check_no_mismatches(
+      compare_gemm16(run_wgmma_kernel(module, g.symbol, g.n, a, b), a, b, g.n, true, g.bf16, grid_values));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -269,7 +308,8 @@ GemmMismatches run_wgmma_pv(const Module& module, const WgmmaCase& g, int varian
                             std::mt19937_64& rng) {
   const std::vector<uint16_t> p = random16(64 * 64, g.bf16, grid_values, rng);
   const std::vector<uint16_t> v = random16(size_t(64) * g.n, g.bf16, grid_values, rng);
-  return compare_gemm(run_wgmma_kernel(module, g, p, v, variant), p, v, g.n, false, g.bf16, grid_values);
+  return compare_gemm16(run_wgmma_kernel(module, g.symbol, g.n, p, v, variant), p, v, g.n, false, g.bf16,
+                        grid_values);
 }
 
 void check_wgmma_pv(const Module& module, const WgmmaCase& g, bool grid_values, std::mt19937_64& rng) {
@@ -283,6 +323,77 @@ void check_wgmma_pv(const Module& module, const WgmmaCase& g, bool grid_values, 
     MESSAGE(g.symbol << ": with leading/stride byte offsets swapped, " << swapped.bad << " mismatches");
   }
   CHECK(result.bad == 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// e4m3 wgmmas, m64nNk32 x4 (K = 128), test_wgmma_fp8.cuh.
+
+// The fp8 wgmma does not accumulate in full fp32: it keeps about 13 fraction bits (products aligned
+// to the largest, results truncated), so random values get 2^-9 of the sum of |products| rather
+// than 1e-4 (a model of that truncation errs by up to 3.3e-4 of it; a layout error by O(1)). Grid
+// values stay exact: products are multiples of 2^-6 (SS) or 2^-7 (PV), which 13 fraction bits hold
+// below 256 or 128, and these sums stay below about 70 or 40.
+constexpr double kE4m3RelativeTolerance = 1.0 / 512;
+
+// e4m3_key_of_slot of sm90a/wgmma.cuh, spelled from its comment: slot 4c + e + 16h of a 32-key
+// group holds key 2c + e % 2 + 8 (e / 2) + 16h.
+int e4m3_key_of_slot(int slot) {
+  const int h = slot / 16, c = slot % 16 / 4, e = slot % 4;
+  return 16 * h + 2 * c + e % 2 + 8 * (e / 2);
+}
+
+// SS: C = A * B^T, A 64 x 128 and B n x 128 e4m3, both K-major in swizzled shared memory.
+void check_wgmma_e4m3_ss(const Module& module, int n, bool grid_values, std::mt19937_64& rng) {
+  const std::string symbol = fmt::format("tsattn_test_wgmma_e4m3_ss_n{}", n);
+  CAPTURE(symbol);
+  CAPTURE(grid_values);
+  const std::vector<uint8_t> a = random_e4m3(64 * 128, grid_values, rng);
+  const std::vector<uint8_t> b = random_e4m3(size_t(n) * 128, grid_values, rng);
+  const std::vector<float> c = run_wgmma_kernel(module, symbol.c_str(), n, a, b);
+  check_no_mismatches(compare_gemm(c, decode_all(a, ref::e4m3_to_float), decode_all(b, ref::e4m3_to_float), n,
+                                   grid_values ? 0.0 : kE4m3RelativeTolerance));
+}
+
+// RS: O = P V, P 64 x 128 fp32 in [0, 1] (grid values: multiples of 1/16) converted by the kernel
+// from its accumulator fragment, V 128 x n e4m3 (read as V^T with permuted keys).
+void check_wgmma_e4m3_pv(const Module& module, int n, bool grid_values, std::mt19937_64& rng) {
+  const std::string symbol = fmt::format("tsattn_test_wgmma_e4m3_pv_n{}", n);
+  CAPTURE(symbol);
+  CAPTURE(grid_values);
+  std::uniform_int_distribution<int> sixteenths(0, 16);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  std::vector<float> p(64 * 128);
+  for (float& x : p) x = grid_values ? sixteenths(rng) / 16.0f : unit(rng);
+  const std::vector<uint8_t> v = random_e4m3(size_t(128) * n, grid_values, rng);
+  const std::vector<float> c = run_wgmma_kernel(module, symbol.c_str(), n, p, v);
+
+  // What the wgmma multiplies: P rounded to e4m3 (cvt.rn.satfinite: nearest even, as
+  // float_to_e4m3; P never saturates) and V decoded; the key permutation cancels out.
+  const std::vector<float> p8 = decode_all(p, [](float x) { return ref::e4m3_to_float(ref::float_to_e4m3(x)); });
+  const std::vector<float> vt = transpose(decode_all(v, ref::e4m3_to_float), 128, n);
+  const double tolerance = grid_values ? 0.0 : kE4m3RelativeTolerance;
+  const GemmMismatches result = compare_gemm(c, p8, vt, n, tolerance);
+  if (result.bad != 0) {
+    // Diagnosis only. V^T in shared memory has the SS test's layout: if that test passes, the fault
+    // is in P's A fragment. The likeliest wrong assumption: the hardware reads A's bytes in
+    // accumulator key order (A column s = key s), so V^T would need no permutation; then
+    // C = sum_s P(:, s) V(e4m3_key_of_slot(s), :).
+    std::vector<float> vt_permuted(vt.size());
+    for (size_t i = 0; i < vt.size(); ++i) vt_permuted[i] = vt[(i & ~size_t(31)) + e4m3_key_of_slot(int(i % 32))];
+    MESSAGE(symbol << ": " << result.bad << " mismatches; if the A fragment held P in accumulator key order (no "
+                   << "permutation needed), " << compare_gemm(c, p8, vt_permuted, n, tolerance).bad << " would remain");
+  }
+  check_no_mismatches(result);
+}
+
+// Runs check (one of the two above) for N = 128 and 256, grid values first, then random ones.
+void check_wgmma_e4m3(void (*check)(const Module&, int, bool, std::mt19937_64&), uint64_t seed) {
+  const Module module(sm90a_cubin("test_wgmma_fp8"));
+  std::mt19937_64 rng(seed);
+  for (const int n : {128, 256}) {
+    check(module, n, true, rng);
+    check(module, n, false, rng);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -459,6 +570,11 @@ TEST_SUITE("gpu/sm90a_blocks") {
     }
   }
 
+  TEST_CASE("SS-wgmma e4m3 m64nNk32 x4 (K = 128) from 128B-swizzled 8-bit K-major smem matches a CPU GEMM") {
+    TSATTN_REQUIRE_SM90();
+    check_wgmma_e4m3(check_wgmma_e4m3_ss, 0x5eed90a9);
+  }
+
   TEST_CASE("RS-wgmma O = P V with P from registers and V MN-major (transposed) from swizzled smem") {
     TSATTN_REQUIRE_SM90();
     const Module module(sm90a_cubin("test_wgmma_pv"));
@@ -470,6 +586,13 @@ TEST_SUITE("gpu/sm90a_blocks") {
       check_wgmma_pv(module, g, true, rng);
       check_wgmma_pv(module, g, false, rng);
     }
+  }
+
+  // (No comma in test case names: tools/gpu_check.sh passes each name to -tc, which splits at commas.)
+  TEST_CASE("RS-wgmma e4m3 O = P V with P from fp32 accumulators (e4m3_a_operand) and V^T K-major with keys permuted "
+            "by e4m3_key_of_slot") {
+    TSATTN_REQUIRE_SM90();
+    check_wgmma_e4m3(check_wgmma_e4m3_pv, 0x5eed90aa);
   }
 
   // The TMA pieces run as separate test cases (tools/gpu_check.sh runs each in its own process):

@@ -59,6 +59,9 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
     if (source.has_planner)
       check(cu.cuModuleGetFunction(&kernel->planner, module, "tsattn_plan_tiles"),
             fmt::format("kernel {}: cuModuleGetFunction(tsattn_plan_tiles)", source.name));
+    if (source.has_v_transposer)
+      check(cu.cuModuleGetFunction(&kernel->v_transposer, module, "tsattn_transpose_v"),
+            fmt::format("kernel {}: cuModuleGetFunction(tsattn_transpose_v)", source.name));
     kernel->dynamic_smem_bytes = read_module_int(module, "tsattn_dynamic_smem_bytes", source.name);
     kernel->threads_per_cta = read_module_int(module, "tsattn_threads_per_cta", source.name);
     kernel->block_m = read_module_int(module, "tsattn_block_m", source.name);

@@ -18,6 +18,7 @@ namespace tsattn::driver {
 struct LoadedKernel {
   CUfunction function = nullptr;
   CUfunction planner = nullptr;  // tsattn_plan_tiles, in packed-layout modules only
+  CUfunction v_transposer = nullptr;  // tsattn_transpose_v, in modules of specs that transposes_v()
   std::string name;  // canonical kernel name, for errors
   int dynamic_smem_bytes = 0;
   int threads_per_cta = 0;
@@ -31,6 +32,7 @@ struct ModuleSource {
   std::string symbol;
   std::span<const uint8_t> cubin;
   bool has_planner = false;  // the module also defines tsattn_plan_tiles (packed layouts)
+  bool has_v_transposer = false;  // the module also defines tsattn_transpose_v (sm90a, e4m3 inputs)
 };
 
 // The kernel `key` in `context` (which must be current), loading it on first use from the
