@@ -49,25 +49,32 @@ struct TileRow {
 // sm90a tiles (templates/sm90a/prefill_sm90a.cuh): 12 warps = one producer warpgroup (TMA into
 // 2-stage K/V rings) and two consumer warpgroups of 64 query rows each (m64 wgmmas), so BLOCK_M is
 // 128. BLOCK_N is the N of the QK^T wgmma and the K of the PV wgmma. D128 takes 128 keys per step:
-// S is 64 fp32 registers per consumer thread next to O's 64. D256 takes 64: O alone is 128
-// registers per thread, and Q (64 KB) plus two stages of K and V (2 x 64 KB) take 192 KB of the
-// 227 KB; 128 keys would need 320 KB. Dense D128 takes 160 keys per step (FA3 takes 176 there):
+// S is 64 fp32 registers per consumer thread next to O's 64. D256 takes 64 keys, 80 for dense and
+// causal masks: O alone is 128 registers per thread, and Q (64 KB) plus two stages of K and V
+// (2 x 2 x 40 KB at 80 keys) take 224 of the 227 KB; 128 keys would need 320 KB. 80 measured
+// +5-13% over 64 for dense and causal (docs/PERF.md, sm90a v5); windows keep 64 (not measured at
+// 80; at D128 longer steps lost 7% on a 1K window: more of each band-edge tile is masked). Dense D128 takes 160 keys per step (FA3 takes 176 there):
 // a dense tile has no diagonal, so longer steps only amortize the per-step softmax and
 // barrier work; with 240 consumer registers S (80) + P (40) + O (64) fit, 176 spilled.
-// e4m3 takes 128 keys per step at both head dims: V^T is loaded in slabs of 128 keys (128 bytes,
-// the swizzle span), and K and V tiles are half the bytes of 16-bit ones (D256: 32 KB of Q, 2 x
-// 2 x 32 KB of K and V). 256 keys spilled at D128 (S alone would be 128 registers).
+// e4m3 D128 takes 192 keys per step: the GEMMs take half the tensor time of 16-bit ones while the
+// softmax does the same exp work per key, so the per-step overhead (barriers, O rescale, row
+// maxima) is spread over more keys (224 and 256 spilled; variable windows, whose producer needs
+// 40 registers, spilled at 192 and keep 128). D256 takes 128 (S 64 + P 16 + O 128 registers).
+// V^T is loaded in 128-key slabs (the swizzle span), the last one whole.
 constexpr auto kAnyMask = std::nullopt;
 constexpr auto kAnyInput = std::nullopt;
-constexpr std::array<TileRow, 9> kTiles{{
+constexpr std::array<TileRow, 12> kTiles{{
     {KernelFamily::sm80, 128, Arch::sm_90a, kAnyMask, kAnyInput, {128, 128, 8}},
     {KernelFamily::sm80, 128, std::nullopt, kAnyMask, kAnyInput, {128, 64, 8}},
     {KernelFamily::sm80, 256, Arch::sm_90a, kAnyMask, kAnyInput, {128, 64, 8}},
     {KernelFamily::sm80, 256, std::nullopt, kAnyMask, kAnyInput, {128, 32, 8}},
-    {KernelFamily::sm90a, 128, std::nullopt, kAnyMask, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 128, 12}},
+    {KernelFamily::sm90a, 128, std::nullopt, MaskVariant::variable_window, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 128, 12}},
+    {KernelFamily::sm90a, 128, std::nullopt, kAnyMask, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 192, 12}},
     {KernelFamily::sm90a, 256, std::nullopt, kAnyMask, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 128, 12}},
     {KernelFamily::sm90a, 128, std::nullopt, MaskVariant::dense, kAnyInput, {128, 160, 12}},
     {KernelFamily::sm90a, 128, std::nullopt, kAnyMask, kAnyInput, {128, 128, 12}},
+    {KernelFamily::sm90a, 256, std::nullopt, MaskVariant::dense, kAnyInput, {128, 80, 12}},
+    {KernelFamily::sm90a, 256, std::nullopt, MaskVariant::causal, kAnyInput, {128, 80, 12}},
     {KernelFamily::sm90a, 256, std::nullopt, kAnyMask, kAnyInput, {128, 64, 12}},
 }};
 
@@ -82,11 +89,11 @@ constexpr bool sm80_tile_ok(const TileRow& row) {
 // rows and 12 warps. BLOCK_N is wgmma's N for QK^T (a multiple of 8, at most 256) and its K for
 // PV (k-steps of 16 for 16-bit inputs); TMA boxes have at most 256 rows too. The head dim is
 // loaded as 64-element boxes (128 bytes: the 128-byte swizzle span), so it is a multiple of 64.
-// e4m3 rows hold 128 elements, and V^T comes in whole 128-key boxes.
+// e4m3 rows hold 128 elements, and V^T keys are permuted in groups of 32.
 constexpr bool sm90a_tile_ok(const TileRow& row) {
   const bool e4m3 = row.input == TSATTN_DTYPE_FLOAT8_E4M3FN;
-  return row.tile.block_m == 128 && row.tile.num_warps == 12 && row.tile.block_n % 16 == 0 &&
-         row.tile.block_n <= 256 && row.head_dim % (e4m3 ? 128 : 64) == 0 && (!e4m3 || row.tile.block_n % 128 == 0);
+  return row.tile.block_m == 128 && row.tile.num_warps == 12 && row.tile.block_n % (e4m3 ? 32 : 16) == 0 &&
+         row.tile.block_n <= 256 && row.head_dim % (e4m3 ? 128 : 64) == 0;
 }
 
 constexpr bool tiles_are_consistent() {

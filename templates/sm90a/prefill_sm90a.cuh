@@ -70,9 +70,9 @@ static_assert(kBlockM == 128 && kThreads == 384, "one producer and two consumer 
 // e4m3 inputs: 8-bit wgmmas (k32) read both operands K-major, so O += P V reads V^T, written by
 // tsattn_transpose_v (sm90a/transpose_v.cuh) and loaded in slabs of 128 keys x D rows.
 constexpr bool kE4m3Inputs = kInputDtype == kE4m3;
-static_assert(kE4m3Inputs ? (kBlockN == 128 || kBlockN == 256)
-                          : (kBlockN == 64 || kBlockN == 128 || kBlockN == 160 || kBlockN == 256),
-              "BLOCK_N is a wgmma N that sm90a/wgmma.cuh instantiates (e4m3: whole 128-key V^T slabs)");
+static_assert(kE4m3Inputs ? (kBlockN == 128 || kBlockN == 192 || kBlockN == 224 || kBlockN == 256)
+                          : (kBlockN == 64 || kBlockN == 80 || kBlockN == 128 || kBlockN == 160 || kBlockN == 256),
+              "BLOCK_N is a wgmma N that sm90a/wgmma.cuh instantiates (e4m3: whole 32-key V^T groups)");
 
 // Softmax/GEMM overlap inside a warpgroup: S(t) and PV(t-1) are issued together and the softmax
 // of S(t) runs under the PV GEMM. That keeps S, the P operand and O live at once. D128 fits in
@@ -99,16 +99,19 @@ constexpr int kMmaK = 32 / dtype_bytes(kInputDtype);  // wgmma K: 16, or 32 for 
 constexpr u32 kQSlabBytes = kBlockM * 128;
 constexpr u32 kQBytes = kSlabs * kQSlabBytes;
 constexpr u32 kKvSlabBytes = kBlockN * 128;
-constexpr u32 kKvTileBytes = kSlabs * kKvSlabBytes;
-// V^T (e4m3): slab s holds keys 128s .. 128s + 127 of all D rows; a stage has the bytes of a K tile.
-constexpr int kVtSlabs = kBlockN / 128;
+// V^T (e4m3): slab s holds keys 128s .. 128s + 127 of all D rows, loaded as one 128-key box (the
+// swizzle span). A BLOCK_N that is not a multiple of 128 loads the last slab whole and the PV GEMM
+// reads only its first BLOCK_N % 128 keys.
+constexpr int kVtSlabs = (kBlockN + 127) / 128;
 constexpr u32 kVtSlabBytes = kHeadDim * 128;
-static_assert(!kE4m3Inputs || kVtSlabs * kVtSlabBytes == kKvTileBytes, "a V^T stage fills a K/V stage");
+// Bytes of one stage of the K ring and of the V ring (also each stage's TMA transaction count).
+constexpr u32 kKStageBytes = kSlabs * kKvSlabBytes;
+constexpr u32 kVStageBytes = kE4m3Inputs ? kVtSlabs * kVtSlabBytes : kKStageBytes;
 constexpr int kStages = 2;
 constexpr u32 kQOffset = 0;
 constexpr u32 kKOffset = kQOffset + kQBytes;
-constexpr u32 kVOffset = kKOffset + kStages * kKvTileBytes;
-constexpr u32 kBarrierOffset = kVOffset + kStages * kKvTileBytes;
+constexpr u32 kVOffset = kKOffset + kStages * kKStageBytes;
+constexpr u32 kBarrierOffset = kVOffset + kStages * kVStageBytes;
 // Barriers: q_full, q_empty, k_full[2], k_empty[2], v_full[2], v_empty[2].
 constexpr u32 kQFull = 0, kQEmpty = 1, kKFull = 2, kKEmpty = 4, kVFull = 6, kVEmpty = 8, kNumBarriers = 10;
 constexpr u32 kSmemBytes = 1024 + kBarrierOffset + 8 * kNumBarriers;
@@ -136,7 +139,11 @@ __device__ __forceinline__ void named_barrier_arrive(u32 id, u32 threads) {
 // turn_begin (wait until the other warpgroup has issued) ... issue ... turn_end (hand over).
 // Both walk the same number of turns (key tiles + 1 per item); consumer 1 hands consumer 0 the
 // first turn at start-up. The one hand-over nobody waits for at the very end is harmless.
-constexpr bool kPingPong = TSATTN_HEAD_DIM <= 128;
+// Measured on the H200 (docs/PERF.md, sm90a v5), with the softmax already overlapped inside each
+// warpgroup: ping-pong costs bf16 D128 6-9% (its GEMMs are the long pole, and the turns only add
+// waits) and gains e4m3 D128 ~3% (GEMMs half as long, softmax as long as before). D256 never
+// used it.
+constexpr bool kPingPong = TSATTN_HEAD_DIM <= 128 && kInputDtype == kE4m3;
 
 __device__ __forceinline__ void turn_begin(int consumer) {
   if constexpr (kPingPong) named_barrier_sync(kTurnBarrier0 + consumer, kConsumerThreads);
@@ -219,11 +226,12 @@ __device__ __forceinline__ void wait_phase(u32 bar, u32 parity) {
 // Producer: one elected lane of warp 0.
 
 // Claims `stage` of the ring whose full/empty barriers start at index full0/empty0: waits until
-// the consumers released it (producer parity) and announces a tile's bytes on its full barrier,
-// whose address it returns for the loads.
-__device__ __forceinline__ u32 claim_stage(u32 bars, u32 full0, u32 empty0, u32 stage, u32 empty_parity) {
+// the consumers released it (producer parity) and announces the stage's bytes on its full
+// barrier, whose address it returns for the loads.
+__device__ __forceinline__ u32 claim_stage(u32 bars, u32 full0, u32 empty0, u32 stage, u32 empty_parity,
+                                           u32 bytes) {
   wait_phase(bars + 8 * (empty0 + stage), empty_parity);
-  mbarrier_arrive_expect_tx(bars + 8 * (full0 + stage), kKvTileBytes);
+  mbarrier_arrive_expect_tx(bars + 8 * (full0 + stage), bytes);
   return bars + 8 * (full0 + stage);
 }
 
@@ -279,10 +287,10 @@ __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const
       for (int t = 0; t < tiles.num_tiles; ++t, ++kv_uses) {
         const u32 stage = kv_uses % kStages, parity = ((kv_uses / kStages) & 1) ^ 1;
         const int key = tiles.first_key + t * kBlockN;
-        const u32 k_dst = smem + kKOffset + stage * kKvTileBytes, v_dst = smem + kVOffset + stage * kKvTileBytes;
-        load_kv_tile(maps.k, k_dst, claim_stage(bars, kKFull, kKEmpty, stage, parity), kv_head,
+        const u32 k_dst = smem + kKOffset + stage * kKStageBytes, v_dst = smem + kVOffset + stage * kVStageBytes;
+        load_kv_tile(maps.k, k_dst, claim_stage(bars, kKFull, kKEmpty, stage, parity, kKStageBytes), kv_head,
                      item.extent.kv_begin + key, batch);
-        const u32 v_full = claim_stage(bars, kVFull, kVEmpty, stage, parity);
+        const u32 v_full = claim_stage(bars, kVFull, kVEmpty, stage, parity, kVStageBytes);
         if constexpr (kE4m3Inputs)
           load_vt_tile(maps.v, v_dst, v_full, kv_head, vt_first_column(item) + key, batch);
         else
@@ -321,30 +329,58 @@ __device__ __forceinline__ void apply_mask(float (&s)[kSAccum], const RowState& 
 // place, l updated; returns in alpha the factor O must be scaled by (applied by rescale_output
 // once the PV GEMM that is still accumulating into O has retired). Fully masked rows so far
 // (m = -inf) use offset 0, so p = exp2(-inf) = 0 and never exp2(-inf + inf) = NaN.
+// Row maxima and row sums run as kChains independent chains per row, combined at the end: one
+// chain of BLOCK_N / 4 dependent FMNMX or FADD instructions is latency-bound (ncu on the fp8 and
+// bf16 D128 kernels: "wait", fixed-latency dependencies, was the largest stall reason).
+constexpr int kChains = (kBlockN / 8) % 4 == 0 ? 4 : 2;
+static_assert((kBlockN / 8) % kChains == 0, "BLOCK_N / 8 column pairs split evenly over the chains");
+
+// The combination of kChains partial results, as a tree.
+template <class Op>
+__device__ __forceinline__ float combine_chains(const float (&part)[kChains], Op op) {
+  if constexpr (kChains == 4)
+    return op(op(part[0], part[1]), op(part[2], part[3]));
+  else
+    return op(part[0], part[1]);
+}
+
 __device__ __forceinline__ void softmax_step(float (&s)[kSAccum], RowState& rows, float scale_log2, float (&alpha)[2]) {
   const float ninf = neg_inf();
+  float row_max[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float row_max = rows.m[h];
+    float part[kChains];
 #pragma unroll
-    for (int j = 0; j < kBlockN / 8; ++j) row_max = fmaxf(row_max, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+    for (int c = 0; c < kChains; ++c) part[c] = c == 0 ? rows.m[h] : ninf;
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j)
+      part[j % kChains] = fmaxf(part[j % kChains], fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+    row_max[h] = combine_chains(part, [](float a, float b) { return fmaxf(a, b); });
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
     // The four threads of a quad hold the same row.
-    row_max = fmaxf(row_max, __shfl_xor_sync(0xFFFFFFFFu, row_max, 1));
-    row_max = fmaxf(row_max, __shfl_xor_sync(0xFFFFFFFFu, row_max, 2));
-    const float offset = row_max == ninf ? 0.0f : row_max * scale_log2;
+    row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xFFFFFFFFu, row_max[h], 1));
+    row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xFFFFFFFFu, row_max[h], 2));
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float offset = row_max[h] == ninf ? 0.0f : row_max[h] * scale_log2;
     alpha[h] = fast_exp2(rows.m[h] * scale_log2 - offset);
-    rows.m[h] = row_max;
-    float sum = 0.0f;
+    rows.m[h] = row_max[h];
+    float sum[kChains];
+#pragma unroll
+    for (int c = 0; c < kChains; ++c) sum[c] = 0.0f;
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const float pe = fast_exp2(fmaf(s[4 * j + 2 * h + e], scale_log2, -offset));
         s[4 * j + 2 * h + e] = pe;
-        sum += pe;
+        sum[j % kChains] += pe;
       }
     }
-    rows.l[h] = rows.l[h] * alpha[h] + sum;
+    rows.l[h] = rows.l[h] * alpha[h] + combine_chains(sum, [](float a, float b) { return a + b; });
   }
 }
 
@@ -496,7 +532,7 @@ __device__ __forceinline__ void wait_v_tile(const KeyLoop& k, u32 stage, u32 par
   wait_phase(k.bars + 8 * (kVFull + stage), parity);
 #if TSATTN_PACKED
   if (n0 + kBlockN > k.item.extent.kv_len) {
-    const u32 tile = k.smem + kVOffset + stage * kKvTileBytes;
+    const u32 tile = k.smem + kVOffset + stage * kVStageBytes;
     if constexpr (kE4m3Inputs)
       zero_vt_columns(tile, k.item.extent.kv_len - n0, threadIdx.x - 128);
     else
@@ -517,7 +553,7 @@ __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState&
     float alpha[2];
     wait_phase(k.bars + 8 * (kKFull + stage), parity);
     wgmma_fence();
-    issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKvTileBytes);
+    issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKStageBytes);
     wgmma_wait<0>();
     wgmma_fence_operands(s);
     mbarrier_arrive(k.bars + 8 * (kKEmpty + stage));
@@ -528,7 +564,7 @@ __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState&
     p_to_operand(s, a);
     wait_v_tile(k, stage, parity, n0);
     wgmma_fence();
-    issue_pv(o, a, k.smem + kVOffset + stage * kKvTileBytes);
+    issue_pv(o, a, k.smem + kVOffset + stage * kVStageBytes);
     wgmma_wait<0>();
     wgmma_fence_operands(o);
     mbarrier_arrive(k.bars + 8 * (kVEmpty + stage));
@@ -547,7 +583,7 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
   wait_phase(k.bars + 8 * (kKFull + stage), parity);
   turn_begin(k.consumer);
   wgmma_fence();
-  issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKvTileBytes);
+  issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKStageBytes);
   turn_end(k.consumer);
   wgmma_wait<0>();
   wgmma_fence_operands(s);
@@ -566,8 +602,8 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
     wait_phase(k.bars + 8 * (kKFull + stage), parity);
     turn_begin(k.consumer);
     wgmma_fence();
-    issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKvTileBytes);
-    issue_pv(o, a, k.smem + kVOffset + prev_stage * kKvTileBytes);
+    issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKStageBytes);
+    issue_pv(o, a, k.smem + kVOffset + prev_stage * kVStageBytes);
     turn_end(k.consumer);
     wgmma_wait<1>();  // S(t) retired; PV(t-1) may still run
     wgmma_fence_operands(s);
@@ -584,7 +620,7 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
   wait_v_tile(k, stage, parity, k.tiles.first_key + (k.tiles.num_tiles - 1) * kBlockN);
   turn_begin(k.consumer);
   wgmma_fence();
-  issue_pv(o, a, k.smem + kVOffset + stage * kKvTileBytes);
+  issue_pv(o, a, k.smem + kVOffset + stage * kVStageBytes);
   turn_end(k.consumer);
   wgmma_wait<0>();
   wgmma_fence_operands(o);

@@ -134,7 +134,7 @@ __device__ __forceinline__ bool mbarrier_wait_parity_bounded(u32 bar, u32 parity
 // swizzle the innermost coordinate times the element size must be a multiple of 16 bytes: on the
 // H200 a bf16 box at c0 = 100 (200 bytes) failed with CUDA_ERROR_ILLEGAL_INSTRUCTION, c0 = 96 and
 // negative multiples of 8 loaded fine (tests/sm90a/test_blocks.cpp). The attention kernel's inner
-// coordinates are 0, 64, 128 and 192.
+// coordinates are 0, 64, 128 and 192, and for e4m3 V^T a key column (a multiple of 32 bytes).
 __device__ __forceinline__ void tma_load_2d(u32 smem_dst, const TsattnTmaDescriptor& map, u32 bar, int c0, int c1) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"

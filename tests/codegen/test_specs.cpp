@@ -62,8 +62,10 @@ TEST_SUITE("codegen/specs") {
               CHECK(is_supported(s));
               // Only e4m3 inputs need V^T: 8-bit wgmma reads B K-major.
               CHECK(transposes_v(s) == (input == TSATTN_DTYPE_FLOAT8_E4M3FN));
-              // e4m3 tiles: whole 128-key V^T slabs.
-              if (input == TSATTN_DTYPE_FLOAT8_E4M3FN) CHECK(tile_config(s).block_n == 128);
+              // e4m3 tiles: whole 32-key V^T groups; D128 takes 192 keys but for variable windows.
+              if (input == TSATTN_DTYPE_FLOAT8_E4M3FN)
+                CHECK(tile_config(s).block_n ==
+                      (head_dim == 128 && mask != MaskVariant::variable_window ? 192 : 128));
             }
     for (Arch arch : {Arch::sm_80, Arch::sm_100, Arch::sm_120}) {
       spec.arch = arch;
@@ -81,8 +83,11 @@ TEST_SUITE("codegen/specs") {
     spec.head_dim = 256;
     const TileConfig d256 = tile_config(spec);
     CHECK(d256.block_m == 128);
-    CHECK(d256.block_n == 64);
+    CHECK(d256.block_n == 80);  // dense and causal D256: 80 keys per step
     CHECK(d256.num_warps == 12);
+    spec.mask = MaskVariant::causal_window;  // windows keep 64
+    CHECK(tile_config(spec).block_n == 64);
+    spec.mask = MaskVariant::dense;
     CHECK(all_specs(KernelFamily::sm90a, Arch::sm_90a).size() == 144);
     spec.family = KernelFamily::sm80;  // the portable family never transposes
     spec.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;
