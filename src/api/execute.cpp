@@ -48,8 +48,8 @@ struct KernelChoice {
   std::optional<TransposedV> transposed_v{};
 };
 
-// Why the table has no sm90a kernel for a spec of that family. Static text: an fp8 call on Hopper
-// comes here on every call, and must build no string unless the fallback is logged.
+// Why the table has no sm90a kernel for a spec of that family. Static text: a call that lands here
+// does so on every call, and must build no string unless the fallback is logged.
 const char* sm90a_table_gap(const KernelSpec& spec) {
   if (spec.arch != Arch::sm_90a) return "sm90a kernels run only on compute capability 9.0 (sm_90a cubins)";
   return "the table of supported kernels has no sm90a kernel for it";

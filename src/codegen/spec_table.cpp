@@ -53,9 +53,10 @@ struct TileRow {
 // causal masks: O alone is 128 registers per thread, and Q (64 KB) plus two stages of K and V
 // (2 x 2 x 40 KB at 80 keys) take 224 of the 227 KB; 128 keys would need 320 KB. 80 measured
 // +5-13% over 64 for dense and causal (docs/PERF.md, sm90a v5); windows keep 64 (not measured at
-// 80; at D128 longer steps lost 7% on a 1K window: more of each band-edge tile is masked). Dense D128 takes 160 keys per step (FA3 takes 176 there):
-// a dense tile has no diagonal, so longer steps only amortize the per-step softmax and
-// barrier work; with 240 consumer registers S (80) + P (40) + O (64) fit, 176 spilled.
+// 80; at D128 longer steps lost 7% on a 1K window: more of each band-edge tile is masked).
+// Dense D128 takes 160 keys per step (FA3 takes 176 there): a dense tile has no diagonal, so
+// longer steps only amortize the per-step softmax and barrier work; with 240 consumer registers
+// S (80) + P (40) + O (64) fit, 176 spilled.
 // e4m3 D128 takes 192 keys per step: the GEMMs take half the tensor time of 16-bit ones while the
 // softmax does the same exp work per key, so the per-step overhead (barriers, O rescale, row
 // maxima) is spread over more keys (224 and 256 spilled; variable windows, whose producer needs

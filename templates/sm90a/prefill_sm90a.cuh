@@ -1,17 +1,19 @@
 // sm90a/prefill_sm90a.cuh - the Hopper prefill kernel (FlashAttention-3 recipe): TMA loads into
 // mbarrier rings, wgmma for both GEMMs, warp specialization with setmaxnreg, softmax overlapped
-// with the PV GEMM, ping-pong between the consumer warpgroups (D128).
+// with the PV GEMM, ping-pong between the consumer warpgroups (e4m3 D128).
 //
 // One CTA = 3 warpgroups and one (query tile of BLOCK_M = 128 rows, query head) work item at a
 // time, persistent over the scheduler's list (common/work_items.cuh):
-//   warpgroup 0  producer. One elected lane of warp 0 issues every TMA load: Q (D/64 boxes of
-//                64 x 128 rows), then each key tile's K and V (D/64 boxes of 64 x BLOCK_N) into a
-//                2-stage ring. The other three warps leave at once. 40 or 24 registers.
+//   warpgroup 0  producer. One elected lane of warp 0 issues every TMA load: Q (boxes of 128
+//                bytes x 128 rows), then each key tile's K and V (boxes of 128 bytes x BLOCK_N)
+//                into a 2-stage ring; e4m3 V is V^T from a workspace (128 keys x D boxes, see
+//                kE4m3Inputs). The other three warps leave at once. 40 or 24 registers.
 //   warpgroups 1, 2  consumers of rows 0-63 / 64-127. Per key tile: S = Q K^T (SS wgmma,
-//                m64 n BLOCK_N, D/16 k-steps), mask, online softmax in registers, P = bf16/f16(S)
-//                straight into the A registers of O += P V (RS wgmma, m64 n D, V MN-major),
-//                pipelined so that the softmax of tile t runs under the PV GEMM of tile t-1
-//                (run_key_tiles_overlapped). 232 or 240 registers: O is D/2 fp32 per thread.
+//                m64 n BLOCK_N, k-steps of 32 bytes), mask, online softmax in registers, P in the
+//                input dtype straight into the A registers of O += P V (RS wgmma, m64 n D; V
+//                MN-major, e4m3 V^T K-major), pipelined so that the softmax of tile t runs under
+//                the PV GEMM of tile t-1 (run_key_tiles_overlapped). 232 or 240 registers: O is
+//                D/2 fp32 per thread.
 // Math (SPEC.md) as the sm80 family: s = q.k in fp32, p = exp2(s * scale_log2 - m), running max
 // m and sum l per row, out = O * output_scale / l; a row that sees no key writes exactly 0.
 //
@@ -31,8 +33,9 @@
 //
 // Packed layout: Q/K/V boxes past a request's end hold the next request's rows (the tensor maps
 // span the whole packed tensor). Their scores are masked to -inf, so p = 0 there; but 0 * inf is
-// NaN, so the V rows past kv_len of a tile that crosses the request's end are zeroed in shared
-// memory before the PV GEMM (non-finite values in one request must not reach another).
+// NaN, so the V rows (e4m3: V^T columns) past kv_len of a tile that crosses the request's end
+// are zeroed in shared memory before the PV GEMM (non-finite values in one request must not reach
+// another).
 #ifndef TSATTN_SM90A_PREFILL_SM90A_CUH
 #define TSATTN_SM90A_PREFILL_SM90A_CUH
 
@@ -70,7 +73,7 @@ static_assert(kBlockM == 128 && kThreads == 384, "one producer and two consumer 
 // e4m3 inputs: 8-bit wgmmas (k32) read both operands K-major, so O += P V reads V^T, written by
 // tsattn_transpose_v (sm90a/transpose_v.cuh) and loaded in slabs of 128 keys x D rows.
 constexpr bool kE4m3Inputs = kInputDtype == kE4m3;
-static_assert(kE4m3Inputs ? (kBlockN == 128 || kBlockN == 192 || kBlockN == 224 || kBlockN == 256)
+static_assert(kE4m3Inputs ? (kBlockN == 128 || kBlockN == 192 || kBlockN == 256)
                           : (kBlockN == 64 || kBlockN == 80 || kBlockN == 128 || kBlockN == 160 || kBlockN == 256),
               "BLOCK_N is a wgmma N that sm90a/wgmma.cuh instantiates (e4m3: whole 32-key V^T groups)");
 
@@ -245,7 +248,7 @@ __device__ __forceinline__ void load_kv_tile(const TsattnTmaDescriptor& map, u32
 }
 
 // One V^T tile (e4m3), columns column .. column + BLOCK_N - 1 of the {key, d, head, batch} map:
-// BLOCK_N / 128 boxes of 128 keys x D rows.
+// kVtSlabs boxes of 128 keys x D rows (the last may reach past the tile; those keys go unused).
 __device__ __forceinline__ void load_vt_tile(const TsattnTmaDescriptor& map, u32 dst, u32 full_bar, int kv_head,
                                              int column, int batch) {
 #pragma unroll
@@ -325,10 +328,6 @@ __device__ __forceinline__ void apply_mask(float (&s)[kSAccum], const RowState& 
   }
 }
 
-// Online softmax of one key tile, first half: new running max, p = exp2(s * scale_log2 - m) in
-// place, l updated; returns in alpha the factor O must be scaled by (applied by rescale_output
-// once the PV GEMM that is still accumulating into O has retired). Fully masked rows so far
-// (m = -inf) use offset 0, so p = exp2(-inf) = 0 and never exp2(-inf + inf) = NaN.
 // Row maxima and row sums run as kChains independent chains per row, combined at the end: one
 // chain of BLOCK_N / 4 dependent FMNMX or FADD instructions is latency-bound (ncu on the fp8 and
 // bf16 D128 kernels: "wait", fixed-latency dependencies, was the largest stall reason).
@@ -344,6 +343,10 @@ __device__ __forceinline__ float combine_chains(const float (&part)[kChains], Op
     return op(part[0], part[1]);
 }
 
+// Online softmax of one key tile, first half: new running max, p = exp2(s * scale_log2 - m) in
+// place, l updated; returns in alpha the factor O must be scaled by (applied by rescale_output
+// once the PV GEMM that is still accumulating into O has retired). Fully masked rows so far
+// (m = -inf) use offset 0, so p = exp2(-inf) = 0 and never exp2(-inf + inf) = NaN.
 __device__ __forceinline__ void softmax_step(float (&s)[kSAccum], RowState& rows, float scale_log2, float (&alpha)[2]) {
   const float ninf = neg_inf();
   float row_max[2];

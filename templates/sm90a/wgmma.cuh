@@ -7,7 +7,7 @@
 //     or reads the tile with ordinary loads and stores.
 //   - wgmma_fence / wgmma_commit / wgmma_wait<N>: wgmma.{fence,commit_group,wait_group}.
 //   - wgmma_ss<N, dtype>(): one wgmma.mma_async m64nNk16 with fp32 accumulators and both
-//     operands in shared memory (SS), for N in {64, 80, 128, 160, 256} and bf16/f16 inputs (e4m3: 128, 192, 224, 256).
+//     operands in shared memory (SS), for N in {64, 80, 128, 160, 256} and bf16/f16 inputs (e4m3: 128, 192, 256).
 //   - smem_desc_sw128_mnmajor(): the descriptor of an MN-major B operand (V in O += P V: rows
 //     are the K dimension (keys), 64 N-elements (head dim) per 128-byte swizzled row), and
 //     wgmma_rs<N, dtype>(): one m64nNk16 with A from registers (P) and B transposed from smem.
@@ -146,7 +146,6 @@ struct WgmmaRS;
 #define TSATTN_ACC_256 TSATTN_ACC32(0), TSATTN_ACC32(32), TSATTN_ACC32(64), TSATTN_ACC32(96)
 #define TSATTN_ACC_80 TSATTN_ACC32(0), TSATTN_ACC4(32), TSATTN_ACC4(36)
 #define TSATTN_ACC_192 TSATTN_ACC32(0), TSATTN_ACC32(32), TSATTN_ACC32(64)
-#define TSATTN_ACC_224 TSATTN_ACC32(0), TSATTN_ACC32(32), TSATTN_ACC32(64), TSATTN_ACC16(96)
 #define TSATTN_WGMMA_REGS_64 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
   "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
@@ -195,17 +194,6 @@ struct WgmmaRS;
   "%82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 #define TSATTN_WGMMA_TAIL_192 " %96, %97, p, 1, 1"
 #define TSATTN_WGMMA_PRED_192 "setp.ne.b32 p, %98, 0;\n"
-#define TSATTN_WGMMA_REGS_224 \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
-  "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, " \
-  "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, " \
-  "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, " \
-  "%66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, " \
-  "%82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, " \
-  "%98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, " \
-  "%111"
-#define TSATTN_WGMMA_TAIL_224 " %112, %113, p, 1, 1"
-#define TSATTN_WGMMA_PRED_224 "setp.ne.b32 p, %114, 0;\n"
 
 // RS: A is four 32-bit registers after the N/2 accumulators; imm-trans-b = 1 (MN-major B).
 #define TSATTN_WGMMA_RS_TAIL_64 " {%32, %33, %34, %35}, %36, p, 1, 1"
@@ -244,7 +232,6 @@ TSATTN_DEFINE_WGMMA_SS(160, kFloat16, "f16", 16, ", 0, 0")
 TSATTN_DEFINE_WGMMA_SS(256, kFloat16, "f16", 16, ", 0, 0")
 TSATTN_DEFINE_WGMMA_SS(128, kE4m3, "e4m3", 32, "")
 TSATTN_DEFINE_WGMMA_SS(192, kE4m3, "e4m3", 32, "")
-TSATTN_DEFINE_WGMMA_SS(224, kE4m3, "e4m3", 32, "")
 TSATTN_DEFINE_WGMMA_SS(256, kE4m3, "e4m3", 32, "")
 
 #define TSATTN_DEFINE_WGMMA_RS(N, DTYPE, TYPE, K, TRANS)                                        \
@@ -302,10 +289,6 @@ TSATTN_DEFINE_WGMMA_RS(256, kE4m3, "e4m3", 32, "")
 #undef TSATTN_WGMMA_TAIL_192
 #undef TSATTN_WGMMA_PRED_192
 #undef TSATTN_ACC_192
-#undef TSATTN_WGMMA_REGS_224
-#undef TSATTN_WGMMA_TAIL_224
-#undef TSATTN_WGMMA_PRED_224
-#undef TSATTN_ACC_224
 #undef TSATTN_ACC32
 #undef TSATTN_ACC16
 #undef TSATTN_ACC4
