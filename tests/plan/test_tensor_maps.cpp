@@ -4,7 +4,10 @@
 // after validation, as a later relaxation of the SPEC could.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "api/call_builder.hpp"
 #include "plan/tensor_maps.hpp"
@@ -109,6 +112,37 @@ TEST_SUITE("plan/tensor_maps") {
     Problem huge = p;
     huge.kv_tokens = int64_t{1} << 31;
     CHECK(reason_of(huge).find("V^T would have 2147483648 columns") == 0);
+  }
+
+  TEST_CASE("V^T packed layout: requests never overlap and stay inside the row, malformed indptrs too") {
+    std::mt19937_64 rng(20261130);
+    for (int trial = 0; trial < 2000; ++trial) {
+      const int batch = std::uniform_int_distribution<int>(1, 12)(rng);
+      const bool malformed = trial % 4 == 3;
+      std::vector<int64_t> indptr(batch + 1, 0);
+      for (int b = 1; b <= batch; ++b) {
+        const int64_t max_len = trial % 3 == 0 ? 340 : 40;  // short requests end inside 32-key groups
+        const int64_t len = std::uniform_int_distribution<int64_t>(0, max_len)(rng);
+        indptr[b] = indptr[b - 1] + len;
+      }
+      const int64_t total = indptr[batch];
+      if (malformed)  // what the kernels see under graph capture: any values, clamped to [0, total]
+        for (int64_t& v : indptr) v = std::uniform_int_distribution<int64_t>(0, total)(rng);
+      const int64_t row = TSATTN_VT_PACKED_START(total, int64_t{batch});
+      int64_t previous_end = 0;
+      for (int b = 0; b < batch; ++b) {
+        const int64_t begin = indptr[b], len = std::max<int64_t>(indptr[b + 1] - begin, 0);
+        const int64_t start = TSATTN_VT_PACKED_START(begin, int64_t{b});
+        CAPTURE(trial);
+        CAPTURE(b);
+        CHECK(start % 32 == 0);          // 32-key groups and 16-byte TMA coordinates line up
+        CHECK(start + len <= row);       // every column a request addresses is in the row
+        if (!malformed) {
+          CHECK(start >= previous_end);  // requests never overlap
+          previous_end = start + len;
+        }
+      }
+    }
   }
 
   TEST_CASE("each TMA rule broken gives a reason naming the tensor and the value") {
