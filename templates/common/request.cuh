@@ -25,11 +25,16 @@ struct RequestExtent {
 
 __device__ __forceinline__ int clamp_int(int v, int lo, int hi) { return min(max(v, lo), hi); }
 
+// indptr[b] made safe: clamped to [0, tokens].
+__device__ __forceinline__ int sanitized_offset(const int* indptr, int b, int tokens) {
+  return clamp_int(indptr[b], 0, tokens);
+}
+
 // A [begin, end) pair from an indptr, made safe: both clamped to [0, tokens], empty if inverted.
 __device__ __forceinline__ void sanitized_range(const int* indptr, int b, int tokens, int& begin,
                                                 int& len) {
-  const int first = clamp_int(indptr[b], 0, tokens);
-  const int last = clamp_int(indptr[b + 1], 0, tokens);
+  const int first = sanitized_offset(indptr, b, tokens);
+  const int last = sanitized_offset(indptr, b + 1, tokens);
   begin = first;
   len = last > first ? last - first : 0;
 }

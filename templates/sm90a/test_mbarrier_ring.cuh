@@ -25,8 +25,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
   __shared__ __align__(1024) u8 raw[1024 + kRingStages * kRingTileBytes];
   __shared__ __align__(8) u64 full_storage[kRingStages];
   __shared__ __align__(8) u64 empty_storage[kRingStages];
-  const u32 raw_addr = smem_addr_u32(raw);
-  u8* const stages = raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  u8* const stages = align_1024(raw);
   const u32 full0 = smem_addr_u32(&full_storage[0]);
   const u32 empty0 = smem_addr_u32(&empty_storage[0]);
 

@@ -27,8 +27,7 @@ extern "C" __global__ void __launch_bounds__(128, 1)
   using namespace tsattn_dev;
   __shared__ __align__(1024) u8 raw[1024 + 64 * 128];
   __shared__ __align__(8) u64 bar_storage;
-  const u32 raw_addr = smem_addr_u32(raw);
-  u8* const tile = raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  u8* const tile = align_1024(raw);
   const u32 bar = smem_addr_u32(&bar_storage);
   const int c0 = coords[2 * blockIdx.x], c1 = coords[2 * blockIdx.x + 1];
 

@@ -5,7 +5,7 @@
 // tsattn_test_wgmma_e4m3_ss_n*: C = A * B^T, A 64 x 128 and B N x 128 e4m3 bytes, row-major (K
 //   contiguous) in global memory, written byte by byte into one 128B-swizzled K-major slab each
 //   (sw128_offset_8bit), SS wgmmas on smem_desc_sw128_kmajor advanced 32 bytes per k32 step. The
-//   accumulators start as kWgmmaE4m3TestGarbage and the first wgmma has scale_d = 0, as in
+//   accumulators start as kWgmmaTestGarbage and the first wgmma has scale_d = 0, as in
 //   test_wgmma_gemm.cuh.
 // tsattn_test_wgmma_e4m3_pv_n*: O = P V as the attention kernel runs it. P is 64 x 128 fp32
 //   (row-major); each thread loads what its m64n128 S accumulator fragment would hold and turns it
@@ -19,17 +19,6 @@
 
 namespace tsattn_dev {
 
-// The same start value as kWgmmaTestGarbage (test_wgmma_gemm.cuh): the host test counts results
-// off by exactly it (scale-d ignored).
-constexpr float kWgmmaE4m3TestGarbage = 12345.0f;
-
-// The first 1024-byte aligned byte of raw (arrays are declared 1024 bytes larger): in case the
-// compiler placed the array less aligned than asked.
-__device__ __forceinline__ u8* wgmma_test_align_1024(u8* raw) {
-  const u32 raw_addr = smem_addr_u32(raw);
-  return raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
-}
-
 // Writes element (r, k) = at(r, k) of a rows x 128 8-bit K-major tile into a 128B-swizzled slab,
 // one byte at a time (so every byte goes through sw128_offset_8bit, not only 16-byte chunks).
 template <class At>
@@ -40,22 +29,10 @@ __device__ __forceinline__ void wgmma_test_store_swizzled_8bit(u8* slab, int row
   }
 }
 
-// Four k32 wgmmas step(0) .. step(3) into d, then stores d to c (64 x N fp32).
-template <int N, class Step>
-__device__ __forceinline__ void wgmma_test_run_k128(float (&d)[N / 2], Step step, float* c) {
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) step(kk);
-  wgmma_commit();
-  wgmma_wait<0>();
-  wgmma_fence_operands(d);
-  store_accumulators<N>(d, c);
-}
-
 template <int N>
 __device__ __forceinline__ void wgmma_e4m3_ss_test(const u8* a, const u8* b, float* c) {
   __shared__ __align__(1024) u8 raw[1024 + 64 * 128 + N * 128];  // n256: 41 KB, static limit 48 KB
-  u8* const sa = wgmma_test_align_1024(raw);
+  u8* const sa = align_1024(raw);
   u8* const sb = sa + 64 * 128;
   wgmma_test_store_swizzled_8bit(sa, 64, [&](int r, int k) { return a[r * 128 + k]; });
   wgmma_test_store_swizzled_8bit(sb, N, [&](int r, int k) { return b[r * 128 + k]; });
@@ -64,9 +41,9 @@ __device__ __forceinline__ void wgmma_e4m3_ss_test(const u8* a, const u8* b, flo
 
   float d[N / 2];
 #pragma unroll
-  for (int i = 0; i < N / 2; ++i) d[i] = kWgmmaE4m3TestGarbage;
+  for (int i = 0; i < N / 2; ++i) d[i] = kWgmmaTestGarbage;
   const u32 a_base = smem_addr_u32(sa), b_base = smem_addr_u32(sb);
-  wgmma_test_run_k128<N>(d, [&](int kk) {
+  run_four_wgmmas_and_store<N>(d, [&](int kk) {
     wgmma_ss<N, kE4m3>(d, smem_desc_sw128_kmajor(a_base + 32u * kk), smem_desc_sw128_kmajor(b_base + 32u * kk),
                        kk > 0 ? 1 : 0);
   }, c);
@@ -75,7 +52,7 @@ __device__ __forceinline__ void wgmma_e4m3_ss_test(const u8* a, const u8* b, flo
 template <int N>
 __device__ __forceinline__ void wgmma_e4m3_pv_test(const float* p, const u8* v, float* c) {
   __shared__ __align__(1024) u8 raw[1024 + N * 128];  // V^T: N rows (head dim) of 128 keys
-  u8* const svt = wgmma_test_align_1024(raw);
+  u8* const svt = align_1024(raw);
   wgmma_test_store_swizzled_8bit(svt, N, [&](int n, int slot) {
     return v[((slot & ~31) + e4m3_key_of_slot(slot & 31)) * N + n];
   });
@@ -97,7 +74,7 @@ __device__ __forceinline__ void wgmma_e4m3_pv_test(const float* p, const u8* v, 
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) d[i] = 0.0f;
   const u32 vt_base = smem_addr_u32(svt);
-  wgmma_test_run_k128<N>(d, [&](int kk) {
+  run_four_wgmmas_and_store<N>(d, [&](int kk) {
     wgmma_rs<N, kE4m3>(d, a[kk], smem_desc_sw128_kmajor(vt_base + 32u * kk), 1);
   }, c);
 }

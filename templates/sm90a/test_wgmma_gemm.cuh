@@ -14,8 +14,6 @@
 
 namespace tsattn_dev {
 
-constexpr float kWgmmaTestGarbage = 12345.0f;
-
 // Copies a rows x 64 row-major 16-bit matrix into a 128B-swizzled slab, 16 bytes at a time.
 __device__ __forceinline__ void wgmma_test_store_swizzled(u8* slab, const u16* src, int rows) {
   for (int chunk = threadIdx.x; chunk < rows * 8; chunk += 128) {
@@ -28,9 +26,7 @@ __device__ __forceinline__ void wgmma_test_store_swizzled(u8* slab, const u16* s
 template <int N, int dtype>
 __device__ __forceinline__ void wgmma_gemm_test(const u16* a, const u16* b, float* c) {
   __shared__ __align__(1024) u8 raw[1024 + 64 * 128 + N * 128];
-  // Round up to 1024 B in case the compiler placed the array less aligned than asked.
-  const u32 raw_addr = smem_addr_u32(raw);
-  u8* const sa = raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  u8* const sa = align_1024(raw);
   u8* const sb = sa + 64 * 128;
   wgmma_test_store_swizzled(sa, a, 64);
   wgmma_test_store_swizzled(sb, b, N);
@@ -42,16 +38,9 @@ __device__ __forceinline__ void wgmma_gemm_test(const u16* a, const u16* b, floa
   for (int i = 0; i < N / 2; ++i) d[i] = kWgmmaTestGarbage;
   const u64 desc_a = smem_desc_sw128_kmajor(smem_addr_u32(sa));
   const u64 desc_b = smem_desc_sw128_kmajor(smem_addr_u32(sb));
-  wgmma_fence();
-#pragma unroll
-  for (int s = 0; s < 4; ++s) {
+  run_four_wgmmas_and_store<N>(d, [&](int s) {
     wgmma_ss<N, dtype>(d, smem_desc_advance(desc_a, 32u * s), smem_desc_advance(desc_b, 32u * s), s > 0 ? 1 : 0);
-  }
-  wgmma_commit();
-  wgmma_wait<0>();
-  wgmma_fence_operands(d);
-
-  store_accumulators<N>(d, c);
+  }, c);
 }
 
 }  // namespace tsattn_dev

@@ -20,8 +20,7 @@ template <int N, int dtype>
 __device__ __forceinline__ void wgmma_pv_test(const u16* p, const u16* v, float* c, int variant) {
   constexpr u32 kSlabBytes = 64 * 128;  // 64 keys x 128 B
   __shared__ __align__(1024) u8 raw[1024 + (N / 64) * kSlabBytes];
-  const u32 raw_addr = smem_addr_u32(raw);
-  u8* const sv = raw + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  u8* const sv = align_1024(raw);
   for (int chunk = threadIdx.x; chunk < 64 * (N / 8); chunk += 128) {
     const int key = chunk / (N / 8), n = (chunk % (N / 8)) * 8;
     *reinterpret_cast<uint4*>(sv + (n / 64) * kSlabBytes + sw128_offset(key, n % 64)) =
@@ -51,13 +50,8 @@ __device__ __forceinline__ void wgmma_pv_test(const u16* p, const u16* v, float*
     a[kk][2] = pair(row0, 16 * kk + 2 * q + 8);
     a[kk][3] = pair(row0 + 8, 16 * kk + 2 * q + 8);
   }
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) wgmma_rs<N, dtype>(d, a[kk], smem_desc_advance(desc, 2048u * kk), 1);
-  wgmma_commit();
-  wgmma_wait<0>();
-  wgmma_fence_operands(d);
-  store_accumulators<N>(d, c);
+  run_four_wgmmas_and_store<N>(d, [&](int kk) { wgmma_rs<N, dtype>(d, a[kk], smem_desc_advance(desc, 2048u * kk), 1); },
+                               c);
 }
 
 }  // namespace tsattn_dev

@@ -28,9 +28,10 @@ constexpr int kGroup = 32;  // keys per permutation group
 constexpr int kWarps = 4;
 constexpr int kChunksPerKey = kHeadDim / 16;
 
-// The V^T column of key 0 of request b (its sanitized kv_begin), in 64 bits.
+// The V^T column of key 0 of request b (its sanitized kv_begin, as request_extent has it), in 64
+// bits.
 __device__ __forceinline__ i64 packed_start(const TsattnPrefillParams& p, int b) {
-  const i64 begin = clamp_int(p.kv_indptr[b], 0, max(p.kv_tokens, 0));
+  const i64 begin = sanitized_offset(p.kv_indptr, b, max(p.kv_tokens, 0));
   return TSATTN_VT_PACKED_START(begin, static_cast<i64>(b));
 }
 

@@ -237,8 +237,7 @@ std::vector<float> run_wgmma_kernel(const Module& module, const char* symbol, in
   return c;
 }
 
-// The accumulators' start value in test_wgmma_gemm.cuh and test_wgmma_fp8.cuh (kWgmmaTestGarbage,
-// kWgmmaE4m3TestGarbage).
+// The SS tests' accumulator start value (kWgmmaTestGarbage, sm90a/test_common.cuh).
 constexpr double kWgmmaTestGarbage = 12345.0;
 
 struct GemmMismatches {
