@@ -1,6 +1,6 @@
 // sm90a/prefill_sm90a.cuh - the Hopper prefill kernel (FlashAttention-3 recipe): TMA loads into
-// mbarrier rings, wgmma for both GEMMs, warp specialization with setmaxnreg, softmax overlapped
-// with the PV GEMM, ping-pong between the consumer warpgroups (e4m3 D128).
+// mbarrier rings, wgmma for both GEMMs, warp specialization with setmaxnreg, S(t) and PV(t-1)
+// issued together, ping-pong between the consumer warpgroups (e4m3 D128).
 //
 // One CTA = 3 warpgroups and one (query tile of BLOCK_M = 128 rows, query head) work item at a
 // time, persistent over the scheduler's list (common/work_items.cuh):
@@ -11,8 +11,8 @@
 //   warpgroups 1, 2  consumers of rows 0-63 / 64-127. Per key tile: S = Q K^T (SS wgmma,
 //                m64 n BLOCK_N, k-steps of 32 bytes), mask, online softmax in registers, P in the
 //                input dtype straight into the A registers of O += P V (RS wgmma, m64 n D; V
-//                MN-major, e4m3 V^T K-major), pipelined so that the softmax of tile t runs under
-//                the PV GEMM of tile t-1 (run_key_tiles_overlapped). 232 or 240 registers: O is
+//                MN-major, e4m3 V^T K-major), pipelined so that S(t) and PV(t-1) go to the tensor
+//                cores together (run_key_tiles_overlapped). 232 or 240 registers: O is
 //                D/2 fp32 per thread.
 // Math (SPEC.md) as the sm80 family: s = q.k in fp32, p = exp2(s * scale_log2 - m), running max
 // m and sum l per row, out = O * output_scale / l; a row that sees no key writes exactly 0.
@@ -77,8 +77,9 @@ static_assert(kE4m3Inputs ? (kBlockN == 128 || kBlockN == 192 || kBlockN == 256)
                           : (kBlockN == 64 || kBlockN == 80 || kBlockN == 128 || kBlockN == 160 || kBlockN == 256),
               "BLOCK_N is a wgmma N that sm90a/wgmma.cuh instantiates (e4m3: whole 32-key V^T groups)");
 
-// Softmax/GEMM overlap inside a warpgroup: S(t) and PV(t-1) are issued together and the softmax
-// of S(t) runs under the PV GEMM. That keeps S, the P operand and O live at once. D128 fits in
+// Software pipeline inside a warpgroup: S(t) and PV(t-1) are issued together (the softmax of S(t)
+// runs after both retired: see run_key_tiles_overlapped). That keeps S, the P operand and O live
+// at once in the source, and ptxas allocates for it. D128 fits in
 // 232 registers. D256 (O alone is 128) needs 240, which leaves the producer 24: enough for the
 // closed-form key ranges of dense and causal masks, not for the variable-window reduction (ptxas
 // spilled ~150 bytes), so D256 variable windows run the two GEMMs of a step one after the other.
@@ -142,10 +143,10 @@ __device__ __forceinline__ void named_barrier_arrive(u32 id, u32 threads) {
 // turn_begin (wait until the other warpgroup has issued) ... issue ... turn_end (hand over).
 // Both walk the same number of turns (key tiles + 1 per item); consumer 1 hands consumer 0 the
 // first turn at start-up. The one hand-over nobody waits for at the very end is harmless.
-// Measured on the H200 (docs/PERF.md, sm90a v5), with the softmax already overlapped inside each
-// warpgroup: ping-pong costs bf16 D128 6-9% (its GEMMs are the long pole, and the turns only add
-// waits) and gains e4m3 D128 ~3% (GEMMs half as long, softmax as long as before). D256 never
-// used it.
+// Measured on the H200 (docs/PERF.md, sm90a v5; again in the v6 experiments with the softmax
+// forced under the PV GEMM, as FA3 pairs them): ping-pong costs bf16 D128 3-12% (its GEMMs are
+// the long pole, and the turns only add waits) and gains e4m3 D128 ~3% (GEMMs half as long,
+// softmax as long as before). D256 never used it.
 constexpr bool kPingPong = TSATTN_HEAD_DIM <= 128 && kInputDtype == kE4m3;
 
 __device__ __forceinline__ void turn_begin(int consumer) {
@@ -575,8 +576,15 @@ __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState&
 }
 
 // With kOverlapSoftmax: a software pipeline over key tiles. Step t issues S(t) = Q K(t)^T and
-// O += P(t-1) V(t-1) together, and the softmax of S(t) runs while the tensor cores do that PV
-// GEMM. The first tile has no PV before it; after the last, one PV is left.
+// O += P(t-1) V(t-1) together, then the softmax of S(t). The first tile has no PV before it; after
+// the last, one PV is left.
+// In the source the softmax sits between the two waits, under PV(t-1); in the SASS it does not:
+// ptxas moves a wgmma wait to the top of its basic block, here right after the S(t) wait, so the
+// softmax runs once both GEMMs retired, while the other warpgroup's GEMMs hold the tensor cores
+// (nvdisasm of 4 configurations; ncu on bf16 D128 dense: 12% of the warps' stall samples sit on
+// that wait; docs/PERF.md, v6 experiments). Forcing it under the PV (a basic-block boundary before
+// the wait, P packed and O rescaled at the top of the next step) moved the 16-bit cases by -5%
+// (1K window) to +3% and cost e4m3 D128 3-4%: not kept.
 __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowState& rows, float (&o)[kOAccum],
                                                          u32& kv_uses) {
   u32 a[kPSteps][4];  // P(t-1) as the PV GEMM's A operand
