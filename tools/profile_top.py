@@ -42,6 +42,22 @@ def main() -> None:
     for opcode, count in by_opcode.most_common(25):
         print(f"  {100 * count / total:6.2f}  {opcode}")
 
+    # ncu's stall_* columns split each instruction's samples by reason ("(Not Issued)" repeats them).
+    reasons = [i for i, name in enumerate(header) if name.startswith("stall_") and "Not Issued" not in name]
+    if reasons:
+        by_reason = collections.Counter()
+        reasons_of = collections.defaultdict(collections.Counter)
+        for row in body:
+            opcode = next((w for w in row[source].split() if not w.startswith("@")), "?")
+            for i in reasons:
+                by_reason[header[i]] += number(row[i])
+                reasons_of[opcode][header[i]] += number(row[i])
+        print("\nstall reasons (% of all samples):", ", ".join(f"{k[6:]} {100 * v / total:.1f}" for k, v in by_reason.most_common(10)))
+        print("top reasons of the busiest opcodes:")
+        for opcode, _ in by_opcode.most_common(12):
+            top = reasons_of[opcode].most_common(4)
+            print(f"  {opcode:45s} " + ", ".join(f"{k[6:]} {100 * v / total:.1f}" for k, v in top))
+
     print(f"\ntop {TOP} instructions (% of all samples; not-issued %; line: SASS), each after its {CONTEXT} predecessors:")
     ranked = sorted(range(len(body)), key=lambda i: -number(body[i][samples]))[:TOP]
     for i in sorted(ranked):
