@@ -132,7 +132,7 @@ std::optional<std::string> describe_transposed_v(const Problem& p, TransposedV& 
   t.bytes = g.strides[2] * g.dims[3];
   if (g.strides[2] >= kStrideLimit)
     return fmt::format("V^T would take {} bytes per batch entry; TMA strides must be below 2^40", g.strides[2]);
-  g.box[0] = 128;
+  g.box[0] = static_cast<cuuint32_t>(kBoxRowBytes);  // keys: one byte each
   g.box[1] = static_cast<cuuint32_t>(p.head_dim);
   g.box[2] = 1;
   g.box[3] = 1;
