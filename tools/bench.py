@@ -16,12 +16,14 @@ compile, cuDNN plan, torch.compile) is reported separately, then warm-up calls, 
 events around each call, queued behind a GPU sleep so host overhead does not leak into the figures;
 the median is reported. TFLOP/s follow SPEC.md: 4 * Hq * D * visible (i, j) pairs / median time.
 JIT figures: NVRTC compile of single kernels into empty caches, the first call of a fresh process
-served from the disk cache, and the host cost per call with the kernel loaded.
+served from the disk cache, and the host cost per call with the kernel loaded. The ceiling: cuBLAS
+8192^3 GEMMs (bf16, fp8) timed the same way. While anything is timed, NVML records the SM clock and
+power (an H100/H200 under tensor load runs at its power limit and sets its clock by it).
 
 Cases are named d{D}-{mask}-{dtype}-h{Hq}kv{Hkv}-{shape} (tools/bench_cases.py); --list shows them.
 
 usage: tools/bench.py [--quick | --full] [--cases GLOB,...] [--skip-cases GLOB,...] [--contenders a,b]
-                      [--out DIR] [--reps N] [--budget-s S] [--no-jit | --jit-only] [--list]
+                      [--out DIR] [--reps N] [--budget-s S] [--no-jit | --jit-only] [--no-ceiling] [--list]
 Outputs under --out: bench.json (every figure), bench.md, PNG plots, perf_section.md (for
 docs/PERF.md), readme_section.md; tools/bench_report.py regenerates them from bench.json.
 Exit status: 0 done (baseline failures are results), 1 a tsattn result is WRONG or an error,
@@ -31,6 +33,7 @@ Exit status: 0 done (baseline failures are results), 1 a tsattn result is WRONG 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib.metadata
 import inspect
@@ -61,6 +64,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import bench_cases as bc  # noqa: E402
 import bench_report as br  # noqa: E402
+from nvml_sampler import NvmlSampler  # noqa: E402
 import tsattn  # noqa: E402
 
 L2_BYTES = 60 * 2**20  # H200
@@ -632,6 +636,10 @@ def _context_alive(device: torch.device) -> bool:
         return False
 
 
+def _cuda_index(dev: torch.device) -> int:
+    return dev.index if dev.index is not None else torch.cuda.current_device()
+
+
 def _cache_counters() -> Optional[dict]:
     try:
         return tsattn.cache_info()
@@ -687,7 +695,12 @@ def run_contender(name: str, prepared: List[Prepared], data: CaseData, ref: torc
         entry["status"] = f"WRONG: {check['reason']}"
         return entry
     try:
-        times = timer(chosen.call, len(data.sets), warmup, fixed_reps, dev)
+        # The clock and power while timed (tools/nvml_sampler.py): under a power limit the clock
+        # moves with the kernel, so the report can tell work per cycle from clock.
+        with NvmlSampler(_cuda_index(dev)) if dev.type == "cuda" else contextlib.nullcontext() as gpu:
+            times = timer(chosen.call, len(data.sets), warmup, fixed_reps, dev)
+        if gpu is not None and gpu.summary():
+            entry["gpu_state"] = gpu.summary()
     except Exception as e:  # noqa: BLE001
         if not _context_alive(dev):
             raise ContextLost(f"{name} via {chosen.via} (timing): {_short(e)}") from e
@@ -815,6 +828,7 @@ def collect_meta(args, device: Optional[torch.device]) -> dict:
         meta["capability"] = f"{p.major}.{p.minor}"
         meta["sm_count"] = p.multi_processor_count
         meta["gpu_memory_gib"] = round(p.total_memory / 2**30, 1)
+        meta["gpu_limits"] = NvmlSampler(_cuda_index(device)).limits()
     meta["env"] = {k: v for k, v in os.environ.items() if k.startswith("TSATTN_") or k in ("CUDA_VISIBLE_DEVICES",)}
     meta["method"] = {
         "flops": "SPEC.md: 4 * Hq * D * visible (i, j) pairs; TFLOP/s = flops / median time",
@@ -831,6 +845,40 @@ def collect_meta(args, device: Optional[torch.device]) -> dict:
     }
     meta["contender_labels"] = dict(bc.LABELS)
     return meta
+
+
+# ---------------------------------------------------------------- the GEMM ceiling
+
+CEILING_N = 8192
+
+
+def gemm_ceiling(device: torch.device, n: int = CEILING_N) -> List[dict]:
+    """cuBLAS n x n x n GEMMs (bf16 through torch.matmul; e4m3 through torch._scaled_mm with a bf16
+    result), timed like the contenders, with the clock and power while timed: what this GPU's tensor
+    cores deliver in this run, the ceiling for an attention kernel's two GEMMs."""
+    gen = torch.Generator(device=device).manual_seed(n)
+    a = torch.randn(n, n, device=device, generator=gen)
+    b = torch.randn(n, n, device=device, generator=gen)
+    one = torch.ones((), device=device)
+    a16, b16 = a.bfloat16(), b.bfloat16()
+    a8 = a.to(torch.float8_e4m3fn)
+    b8 = b.to(torch.float8_e4m3fn).t().contiguous().t()  # _scaled_mm takes B column-major
+    del a, b
+    variants = {"bf16": lambda i: torch.matmul(a16, b16),
+                "fp8": lambda i: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)}
+    rows = []
+    for dtype, call in variants.items():
+        row = {"dtype": dtype, "n": n, "via": "torch._scaled_mm" if dtype == "fp8" else "torch.matmul"}
+        try:
+            with NvmlSampler(_cuda_index(device)) as gpu:
+                row.update(time_stats(cuda_timer(call, 1, bc.WARMUP, None, device)))
+            row.update(status="ok", tflops=2.0 * n**3 / row["ms"] / 1e9)
+            if gpu.summary():
+                row["gpu_state"] = gpu.summary()
+        except Exception as e:  # noqa: BLE001 - a missing GEMM path is a result, not a failed run
+            row["status"] = f"error: {_short(e)}"
+        rows.append(row)
+    return rows
 
 
 # ---------------------------------------------------------------- JIT figures
@@ -1030,6 +1078,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jit-host-calls", type=int, default=2000)
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-smi", action="store_true", help="do not call nvidia-smi for clocks")
+    p.add_argument("--no-ceiling", action="store_true", help="do not time the cuBLAS GEMM ceiling (bf16, fp8)")
     p.add_argument("--assume-tflops", type=float, default=bc.Assumptions.tflops, help="for the --list estimate")
     p.add_argument("--seed", type=int, default=0)
     return p
@@ -1181,6 +1230,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "budget_s": args.budget_s, "skipped": []}
     print(f"bench: {len(cases)} cases x {len(contenders)} contenders on {doc['meta'].get('gpu')}, "
           f"estimate {doc['meta']['estimate']['total_s']:.0f} s; results in {out_dir}", flush=True)
+    if not (args.no_ceiling or args.jit_only):
+        doc["ceiling"] = gemm_ceiling(device)
     rc = run_cases(doc, cases, contenders, device, args, out_dir, t_start)
     return finish_run(doc, args, out_dir, t_start, rc)
 

@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_cases as bc  # noqa: E402  (torch is imported there; no GPU needed)
+from nvml_sampler import flop_per_sm_cycle  # noqa: E402
 
 BEGIN, END = "<!-- perf:begin -->", "<!-- perf:end -->"
 SHORT = {"tsattn": "tsattn", "cudnn": "cuDNN", "fa2": "FA2", "flex": "Flex"}
@@ -158,6 +159,58 @@ def clocks_line(doc: dict) -> str:
     if b.get("clocks.max.sm"):
         text += f"; max SM {b['clocks.max.sm']}"
     return text + ")."
+
+
+def ceiling_line(doc: dict) -> str:
+    """The cuBLAS GEMM ceiling measured in the same run (tools/bench.py gemm_ceiling), or ""."""
+    parts = []
+    for g in doc.get("ceiling") or []:
+        if g.get("status") != "ok":
+            parts.append(f"{g['dtype']} {g.get('status')}")
+            continue
+        state = g.get("gpu_state")
+        where = f" at {state['sm_clock_mhz']:.0f} MHz, {state['power_w']:.0f} W" if state else ""
+        parts.append(f"{g['dtype']} {g['tflops']:.0f} TFLOP/s{where}")
+    if not parts:
+        return ""
+    n = doc["ceiling"][0]["n"]
+    return (f"Tensor-core ceiling in this run (cuBLAS {n}x{n}x{n} GEMM, timed the same way; fp8: e4m3 in, "
+            f"bf16 out): " + "; ".join(parts) + ".")
+
+
+def gpu_state_table(doc: dict) -> List[str]:
+    """Per case and contender, while its calls were timed: median SM clock (MHz), power (W), and
+    work per SM cycle (FLOP per SM per clock cycle, TFLOP/s / (SMs x clock)). Empty without samples."""
+    sms = doc.get("meta", {}).get("sm_count")
+    names = list(bc.CONTENDERS)
+    lines = ["| case | " + " | ".join(bc.LABELS[n] for n in names) + " |", "|" + "---|" * (1 + len(names))]
+    any_row = False
+    for r in doc.get("cases", []):
+        cells = []
+        for n in names:
+            e = r.get("contenders", {}).get(n) or {}
+            g = e.get("gpu_state")
+            if not (_ok(e) and g and sms):
+                cells.append("-")
+                continue
+            per_cycle = flop_per_sm_cycle(e["tflops"], sms, g["sm_clock_mhz"])
+            cells.append(f"{g['sm_clock_mhz']:.0f} MHz, {g['power_w']:.0f} W, {per_cycle:.0f}")
+            any_row = True
+        lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
+    return lines if any_row else []
+
+
+def power_cap_line(doc: dict) -> str:
+    """How often the power limit held the clock down while contenders were timed."""
+    shares = [e["gpu_state"]["slowdown_share"].get("sw_power_cap", 0.0) for r in doc.get("cases", [])
+              for e in r.get("contenders", {}).values() if _ok(e) and e.get("gpu_state")]
+    if not shares:
+        return ""
+    limits = doc.get("meta", {}).get("gpu_limits") or {}
+    limit = f" of {limits['power_limit_w']:.0f} W" if limits.get("power_limit_w") else ""
+    return (f"The power limit{limit} slowed the SM clock (NVML reason sw_power_cap) in "
+            f"{100 * sum(shares) / len(shares):.0f}% of the samples taken while contenders were timed "
+            f"(mean over {len(shares)} timed runs).")
 
 
 def _method_lines(doc: dict) -> List[str]:
@@ -305,7 +358,8 @@ def render_report(doc: dict, plot_files: Sequence[str], prefix: str = "", level:
     notes = Notes()
     m = doc.get("meta", {})
     lines = [f"{h} {title or 'tsattn benchmark: ' + str(m.get('gpu', 'unknown GPU'))}", ""]
-    lines += [f"Run {m.get('started', '?')}: {_env_line(doc)}.  ", clocks_line(doc), ""]
+    lines += [f"Run {m.get('started', '?')}: {_env_line(doc)}.  ", clocks_line(doc) + ("  " if ceiling_line(doc) else "")]
+    lines += ([ceiling_line(doc)] if ceiling_line(doc) else []) + [""]
     lines += _method_lines(doc) + [""]
     notes_run = _run_notes(doc)
     lines += notes_run + ([""] if notes_run else [])
@@ -331,6 +385,12 @@ def render_report(doc: dict, plot_files: Sequence[str], prefix: str = "", level:
     if plot_files:
         lines += [f"{h}# TFLOP/s vs sequence length (B=1)", ""]
         lines += [f"![{Path(f).stem}]({prefix}{Path(f).name})" for f in plot_files] + [""]
+    gs = gpu_state_table(doc)
+    if gs:
+        lines += [f"{h}# Clock and power while timed", "",
+                  "NVML samples every 10 ms during each contender's timed calls (tools/nvml_sampler.py): median SM "
+                  "clock, median board power, and work per SM cycle (FLOP / SM / cycle = TFLOP/s / (SMs x clock); "
+                  "the dense tensor-core peak is 4096 for bf16/fp16, 8192 for fp8). " + power_cap_line(doc), ""] + gs + [""]
     fc = first_call_table(doc)
     if fc:
         lines += [f"{h}# First call per case (ms: JIT compile or kernel load, cuDNN plan and K/V expansion, torch.compile; not in the timings)",

@@ -138,6 +138,33 @@ def test_markdown_report_tables_and_footnotes():
     assert "| 256 | vwin | n/a | n/a | n/a |" in md
 
 
+def test_clock_and_power_table():
+    doc = synthetic_doc()
+    assert br.gpu_state_table(doc) == [] and br.power_cap_line(doc) == ""  # no samples: no section
+    assert "Clock and power while timed" not in br.render_report(doc, [])
+    dense = doc["cases"][1]["contenders"]
+    capped = {"sw_power_cap": 1.0, "hw_slowdown": 0.0}
+    dense["tsattn"]["gpu_state"] = {"sm_clock_mhz": 1650.0, "power_w": 690.0, "slowdown_share": capped}
+    dense["cudnn"]["gpu_state"] = {"sm_clock_mhz": 1500.0, "power_w": 680.0, "slowdown_share": {"sw_power_cap": 0.5}}
+    doc["cases"][6]["contenders"]["cudnn"]["gpu_state"] = dict(dense["cudnn"]["gpu_state"])  # WRONG: not shown
+    doc["meta"]["gpu_limits"] = {"power_limit_w": 700.0, "max_sm_clock_mhz": 1980}
+    md = br.render_report(doc, [])
+    assert "## Clock and power while timed" in md
+    # 330 TFLOP/s over 132 SMs at 1650 MHz is 1515 FLOP per SM cycle; 600 at 1500 MHz is 3030
+    assert "| d128-dense-bf16-h32kv8-b1-s8k | 1650 MHz, 690 W, 1515 | 1500 MHz, 680 W, 3030 | - | - |" in md
+    ragged = next(ln for ln in br.gpu_state_table(doc) if ln.startswith("| d128-causal-bf16-h32kv8-ragged16"))
+    assert ragged.endswith("| - | - | - | - |")
+    assert "Tensor-core ceiling" not in md  # not measured in this run
+    doc["ceiling"] = [{"dtype": "bf16", "n": 8192, "status": "ok", "tflops": 725.4,
+                       "gpu_state": {"sm_clock_mhz": 1605.0, "power_w": 631.0, "slowdown_share": capped}},
+                      {"dtype": "fp8", "n": 8192, "status": "error: RuntimeError: no fp8 GEMM"}]
+    assert ("Tensor-core ceiling in this run (cuBLAS 8192x8192x8192 GEMM, timed the same way; fp8: e4m3 in, bf16 out): "
+            "bf16 725 TFLOP/s at 1605 MHz, 631 W; fp8 error: RuntimeError: no fp8 GEMM.") in br.render_report(doc, [])
+    # the two timed runs (not the WRONG one): (1 + 0.5) / 2
+    assert "The power limit of 700 W slowed the SM clock (NVML reason sw_power_cap) in 75% of the samples" in md
+    assert "(mean over 2 timed runs)" in md
+
+
 def test_readme_and_perf_sections():
     doc = synthetic_doc()
     readme = br.render_readme_section(doc)
