@@ -179,8 +179,9 @@ def ceiling_line(doc: dict) -> str:
 
 
 def gpu_state_table(doc: dict) -> List[str]:
-    """Per case and contender, while its calls were timed: median SM clock (MHz), power (W), and
-    work per SM cycle (FLOP per SM per clock cycle, TFLOP/s / (SMs x clock)). Empty without samples."""
+    """Per case and contender, while its calls were timed: the median SM clock (MHz) and the work per
+    SM cycle (FLOP per SM per clock cycle, TFLOP/s / (SMs x clock)). Empty without samples. Board
+    power is left out: NVML averages it over a window longer than most timed runs here."""
     sms = doc.get("meta", {}).get("sm_count")
     names = list(bc.CONTENDERS)
     lines = ["| case | " + " | ".join(bc.LABELS[n] for n in names) + " |", "|" + "---|" * (1 + len(names))]
@@ -194,7 +195,7 @@ def gpu_state_table(doc: dict) -> List[str]:
                 cells.append("-")
                 continue
             per_cycle = flop_per_sm_cycle(e["tflops"], sms, g["sm_clock_mhz"])
-            cells.append(f"{g['sm_clock_mhz']:.0f} MHz, {g['power_w']:.0f} W, {per_cycle:.0f}")
+            cells.append(f"{g['sm_clock_mhz']:.0f} MHz, {per_cycle:.0f}")
             any_row = True
         lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
     return lines if any_row else []
@@ -387,10 +388,12 @@ def render_report(doc: dict, plot_files: Sequence[str], prefix: str = "", level:
         lines += [f"![{Path(f).stem}]({prefix}{Path(f).name})" for f in plot_files] + [""]
     gs = gpu_state_table(doc)
     if gs:
-        lines += [f"{h}# Clock and power while timed", "",
+        lines += [f"{h}# SM clock while timed", "",
                   "NVML samples every 10 ms during each contender's timed calls (tools/nvml_sampler.py): median SM "
-                  "clock, median board power, and work per SM cycle (FLOP / SM / cycle = TFLOP/s / (SMs x clock); "
-                  "the dense tensor-core peak is 4096 for bf16/fp16, 8192 for fp8). " + power_cap_line(doc), ""] + gs + [""]
+                  "clock, and work per SM cycle (FLOP / SM / cycle = TFLOP/s / (SMs x clock); the dense tensor-core "
+                  "peak is 4096 for bf16/fp16, 8192 for fp8). " + power_cap_line(doc) + " The timed runs here are "
+                  "~0.1 s bursts after idle gaps; run back to back for seconds, every kernel on an H200 holds the "
+                  "power limit at a lower clock (tools/power_probe.py, docs/PERF.md sm90a v7).", ""] + gs + [""]
     fc = first_call_table(doc)
     if fc:
         lines += [f"{h}# First call per case (ms: JIT compile or kernel load, cuDNN plan and K/V expansion, torch.compile; not in the timings)",

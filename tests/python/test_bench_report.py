@@ -141,7 +141,7 @@ def test_markdown_report_tables_and_footnotes():
 def test_clock_and_power_table():
     doc = synthetic_doc()
     assert br.gpu_state_table(doc) == [] and br.power_cap_line(doc) == ""  # no samples: no section
-    assert "Clock and power while timed" not in br.render_report(doc, [])
+    assert "SM clock while timed" not in br.render_report(doc, [])
     dense = doc["cases"][1]["contenders"]
     capped = {"sw_power_cap": 1.0, "hw_slowdown": 0.0}
     dense["tsattn"]["gpu_state"] = {"sm_clock_mhz": 1650.0, "power_w": 690.0, "slowdown_share": capped}
@@ -149,9 +149,9 @@ def test_clock_and_power_table():
     doc["cases"][6]["contenders"]["cudnn"]["gpu_state"] = dict(dense["cudnn"]["gpu_state"])  # WRONG: not shown
     doc["meta"]["gpu_limits"] = {"power_limit_w": 700.0, "max_sm_clock_mhz": 1980}
     md = br.render_report(doc, [])
-    assert "## Clock and power while timed" in md
+    assert "## SM clock while timed" in md
     # 330 TFLOP/s over 132 SMs at 1650 MHz is 1515 FLOP per SM cycle; 600 at 1500 MHz is 3030
-    assert "| d128-dense-bf16-h32kv8-b1-s8k | 1650 MHz, 690 W, 1515 | 1500 MHz, 680 W, 3030 | - | - |" in md
+    assert "| d128-dense-bf16-h32kv8-b1-s8k | 1650 MHz, 1515 | 1500 MHz, 3030 | - | - |" in md
     ragged = next(ln for ln in br.gpu_state_table(doc) if ln.startswith("| d128-causal-bf16-h32kv8-ragged16"))
     assert ragged.endswith("| - | - | - | - |")
     assert "Tensor-core ceiling" not in md  # not measured in this run
