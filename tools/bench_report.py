@@ -169,7 +169,7 @@ def ceiling_line(doc: dict) -> str:
             parts.append(f"{g['dtype']} {g.get('status')}")
             continue
         state = g.get("gpu_state")
-        where = f" at {state['sm_clock_mhz']:.0f} MHz, {state['power_w']:.0f} W" if state else ""
+        where = f" at {state['sm_clock_mhz']:.0f} MHz" if state else ""
         parts.append(f"{g['dtype']} {g['tflops']:.0f} TFLOP/s{where}")
     if not parts:
         return ""
@@ -359,8 +359,9 @@ def render_report(doc: dict, plot_files: Sequence[str], prefix: str = "", level:
     notes = Notes()
     m = doc.get("meta", {})
     lines = [f"{h} {title or 'tsattn benchmark: ' + str(m.get('gpu', 'unknown GPU'))}", ""]
-    lines += [f"Run {m.get('started', '?')}: {_env_line(doc)}.  ", clocks_line(doc) + ("  " if ceiling_line(doc) else "")]
-    lines += ([ceiling_line(doc)] if ceiling_line(doc) else []) + [""]
+    ceiling = ceiling_line(doc)
+    lines += [f"Run {m.get('started', '?')}: {_env_line(doc)}.  ", clocks_line(doc) + ("  " if ceiling else "")]
+    lines += ([ceiling] if ceiling else []) + [""]
     lines += _method_lines(doc) + [""]
     notes_run = _run_notes(doc)
     lines += notes_run + ([""] if notes_run else [])
@@ -392,8 +393,8 @@ def render_report(doc: dict, plot_files: Sequence[str], prefix: str = "", level:
                   "NVML samples every 10 ms during each contender's timed calls (tools/nvml_sampler.py): median SM "
                   "clock, and work per SM cycle (FLOP / SM / cycle = TFLOP/s / (SMs x clock); the dense tensor-core "
                   "peak is 4096 for bf16/fp16, 8192 for fp8). " + power_cap_line(doc) + " The timed runs here are "
-                  "~0.1 s bursts after idle gaps; run back to back for seconds, every kernel on an H200 holds the "
-                  "power limit at a lower clock (tools/power_probe.py, docs/PERF.md sm90a v7).", ""] + gs + [""]
+                  "~0.1 s bursts after idle gaps; run back to back for seconds, every kernel measured on the H200 "
+                  "held its power limit at a lower clock (tools/power_probe.py, docs/PERF.md sm90a v7).", ""] + gs + [""]
     fc = first_call_table(doc)
     if fc:
         lines += [f"{h}# First call per case (ms: JIT compile or kernel load, cuDNN plan and K/V expansion, torch.compile; not in the timings)",

@@ -9,6 +9,7 @@ Without NVML (no nvidia-ml-py, no GPU) the sampler records nothing and summary()
 """
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
@@ -36,16 +37,27 @@ def summarize_samples(samples: Sequence[Sample], trim: float = 0.1) -> Optional[
                                for name, bit in SLOWDOWN_REASONS.items()}}
 
 
+def nvml_index(cuda_index: int, visible: Optional[str] = None) -> int:
+    """NVML's index of CUDA device `cuda_index`: CUDA counts only the devices CUDA_VISIBLE_DEVICES
+    lists, in its order; NVML counts every device. Entries given as UUIDs are not resolved: the CUDA
+    index is used as is."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
+    entries = [e.strip() for e in (visible or "").split(",") if e.strip()]
+    if cuda_index < len(entries) and entries[cuda_index].isdigit():
+        return int(entries[cuda_index])
+    return cuda_index
+
+
 def flop_per_sm_cycle(tflops: float, sms: int, sm_clock_mhz: float) -> float:
     """Work per SM cycle: TFLOP/s over (SMs x clock)."""
     return tflops * 1e12 / (sms * sm_clock_mhz * 1e6)
 
 
 class NvmlSampler:
-    """with NvmlSampler(index) as s: <run the workload>; then s.summary(). One sample every
+    """with NvmlSampler(cuda_index) as s: <run the workload>; then s.summary(). One sample every
     `period` seconds from a thread; a no-op where NVML cannot be opened."""
 
-    def __init__(self, device_index: int = 0, period: float = 0.01):
+    def __init__(self, cuda_index: int = 0, period: float = 0.01):
         self.period = period
         self.samples: List[Sample] = []
         self._done = threading.Event()
@@ -55,7 +67,7 @@ class NvmlSampler:
         try:
             import pynvml
             pynvml.nvmlInit()
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(nvml_index(cuda_index))
             self._nvml = pynvml
         except Exception:  # noqa: BLE001 - no NVML means no samples, not a failed run
             self._nvml = None

@@ -30,7 +30,9 @@ import bench_cases as bc  # noqa: E402
 from nvml_sampler import NvmlSampler, flop_per_sm_cycle  # noqa: E402
 
 DEFAULT_CASES = "d128-dense-bf16-h32kv8-b1-s8k,d128-causal-bf16-h32kv8-b1-s8k,d256-dense-bf16-h32kv8-b1-s8k"
-def run_loop(call, n_sets: int, seconds: float, device_index: int, gap_ms: float = 0.0) -> dict:
+
+
+def run_loop(call, n_sets: int, seconds: float, cuda_index: int, gap_ms: float = 0.0) -> dict:
     """Runs call(i) back to back (input sets rotated) for about `seconds`, sampling NVML; returns
     the mean milliseconds per call and the samples' summary. gap_ms > 0 queues a GPU sleep of that
     length before every bench.BATCH calls, as tools/bench.py times them, and times only the calls."""
@@ -44,7 +46,7 @@ def run_loop(call, n_sets: int, seconds: float, device_index: int, gap_ms: float
     batch = bench.BATCH if gap_ms > 0 else calls
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
               for _ in range(0, calls, batch)]
-    with NvmlSampler(device_index) as sampler:
+    with NvmlSampler(cuda_index) as sampler:
         time.sleep(0.05)
         for b, (start, end) in enumerate(events):
             if gap_ms > 0:

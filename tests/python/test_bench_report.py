@@ -159,7 +159,7 @@ def test_clock_and_power_table():
                        "gpu_state": {"sm_clock_mhz": 1605.0, "power_w": 631.0, "slowdown_share": capped}},
                       {"dtype": "fp8", "n": 8192, "status": "error: RuntimeError: no fp8 GEMM"}]
     assert ("Tensor-core ceiling in this run (cuBLAS 8192x8192x8192 GEMM, timed the same way; fp8: e4m3 in, bf16 out): "
-            "bf16 725 TFLOP/s at 1605 MHz, 631 W; fp8 error: RuntimeError: no fp8 GEMM.") in br.render_report(doc, [])
+            "bf16 725 TFLOP/s at 1605 MHz; fp8 error: RuntimeError: no fp8 GEMM.") in br.render_report(doc, [])
     # the two timed runs (not the WRONG one): (1 + 0.5) / 2
     assert "The power limit of 700 W slowed the SM clock (NVML reason sw_power_cap) in 75% of the samples" in md
     assert "(mean over 2 timed runs)" in md

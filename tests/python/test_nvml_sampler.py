@@ -38,6 +38,13 @@ def test_flop_per_sm_cycle():
     assert ns.flop_per_sm_cycle(989.4, 132, 1830.0) == pytest.approx(4096, rel=1e-3)
 
 
+def test_nvml_index_follows_cuda_visible_devices():
+    assert ns.nvml_index(0, "") == 0 and ns.nvml_index(2, "") == 2
+    assert ns.nvml_index(0, "3,1") == 3 and ns.nvml_index(1, "3, 1") == 1
+    assert ns.nvml_index(0, "GPU-8e6c2a0b") == 0  # a UUID: taken as in order
+    assert ns.nvml_index(2, "3,1") == 2  # past the list: unchanged
+
+
 def test_sampler_without_nvml_records_nothing(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
     sampler = ns.NvmlSampler(0)
