@@ -699,8 +699,9 @@ def run_contender(name: str, prepared: List[Prepared], data: CaseData, ref: torc
         # moves with the kernel, so the report can tell work per cycle from clock.
         with NvmlSampler(_cuda_index(dev)) if dev.type == "cuda" else contextlib.nullcontext() as gpu:
             times = timer(chosen.call, len(data.sets), warmup, fixed_reps, dev)
-        if gpu is not None and gpu.summary():
-            entry["gpu_state"] = gpu.summary()
+        state = gpu.summary() if gpu is not None else None
+        if state:
+            entry["gpu_state"] = state
     except Exception as e:  # noqa: BLE001
         if not _context_alive(dev):
             raise ContextLost(f"{name} via {chosen.via} (timing): {_short(e)}") from e
@@ -852,10 +853,9 @@ def collect_meta(args, device: Optional[torch.device]) -> dict:
 CEILING_N = 8192
 
 
-def gemm_ceiling(device: torch.device, n: int = CEILING_N) -> List[dict]:
-    """cuBLAS n x n x n GEMMs (bf16 through torch.matmul; e4m3 through torch._scaled_mm with a bf16
-    result), timed like the contenders, with the clock and power while timed: what this GPU's tensor
-    cores deliver in this run, the ceiling for an attention kernel's two GEMMs."""
+def gemm_calls(device: torch.device, n: int = CEILING_N) -> Dict[str, Callable[[int], torch.Tensor]]:
+    """cuBLAS n x n x n GEMMs on random inputs, as call(i) like a contender's: bf16 through
+    torch.matmul; e4m3 through torch._scaled_mm with a bf16 result."""
     gen = torch.Generator(device=device).manual_seed(n)
     a = torch.randn(n, n, device=device, generator=gen)
     b = torch.randn(n, n, device=device, generator=gen)
@@ -863,18 +863,23 @@ def gemm_ceiling(device: torch.device, n: int = CEILING_N) -> List[dict]:
     a16, b16 = a.bfloat16(), b.bfloat16()
     a8 = a.to(torch.float8_e4m3fn)
     b8 = b.to(torch.float8_e4m3fn).t().contiguous().t()  # _scaled_mm takes B column-major
-    del a, b
-    variants = {"bf16": lambda i: torch.matmul(a16, b16),
-                "fp8": lambda i: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)}
+    return {"bf16": lambda i: torch.matmul(a16, b16),
+            "fp8": lambda i: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)}
+
+
+def gemm_ceiling(device: torch.device, n: int = CEILING_N) -> List[dict]:
+    """gemm_calls timed like the contenders, with the clock and power while timed: what this GPU's
+    tensor cores deliver in this run, the ceiling for an attention kernel's two GEMMs."""
     rows = []
-    for dtype, call in variants.items():
+    for dtype, call in gemm_calls(device, n).items():
         row = {"dtype": dtype, "n": n, "via": "torch._scaled_mm" if dtype == "fp8" else "torch.matmul"}
         try:
             with NvmlSampler(_cuda_index(device)) as gpu:
                 row.update(time_stats(cuda_timer(call, 1, bc.WARMUP, None, device)))
             row.update(status="ok", tflops=2.0 * n**3 / row["ms"] / 1e9)
-            if gpu.summary():
-                row["gpu_state"] = gpu.summary()
+            state = gpu.summary()
+            if state:
+                row["gpu_state"] = state
         except Exception as e:  # noqa: BLE001 - a missing GEMM path is a result, not a failed run
             row["status"] = f"error: {_short(e)}"
         rows.append(row)

@@ -95,10 +95,9 @@ def main() -> int:
     rows = []
     if args.gemm:
         n = args.gemm
-        a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-        b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-        rows.append(report(f"cuBLAS bf16 GEMM {n}^3", 2.0 * n**3, run_loop(lambda i: a @ b, 1, args.seconds, index, args.gap_ms), sms))
-        del a, b
+        gemm = bench.gemm_calls(device, n)["bf16"]
+        rows.append(report(f"cuBLAS bf16 GEMM {n}^3", 2.0 * n**3, run_loop(gemm, 1, args.seconds, index, args.gap_ms), sms))
+        del gemm
     cases, unmatched = bc.select(bc.full_catalog(), bc.split_patterns(args.cases))
     for pattern in unmatched:
         print(f"--cases pattern {pattern!r} matches no case")
