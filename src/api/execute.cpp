@@ -238,11 +238,37 @@ const char* execute(const Problem& p) {
   std::optional<StreamBuffer> transposed_v;  // freed (in stream order) after the launch below
   if (choice.transposed_v) transpose_v(kernel, params, p, device, *choice.transposed_v, choice.maps, transposed_v, stream);
   const int64_t resident = int64_t{device.multiprocessors} * kernel.ctas_per_multiprocessor;
-  const auto grid = static_cast<unsigned>(std::min(items, resident));
   // The sm90a kernel takes its TMA descriptors as a second __grid_constant__ parameter.
   void* params_only[] = {&params};
   void* params_and_maps[] = {&params, &choice.maps};
   void** arguments = spec.family == KernelFamily::sm90a ? params_and_maps : params_only;
+  // CTA pairs (sm90a 16-bit): query heads 2k and 2k+1 of a tile share each K/V tile through TMA
+  // multicast, which needs both heads in one GQA group; the kernel's 32-bit slot arithmetic needs
+  // fewer than 2^31 pairs.
+  const int64_t group = p.num_qo_heads / p.num_kv_heads;
+  if (kernel.max_cluster_size >= 2 && kernel.max_active_pairs > 0 && group % 2 == 0 &&
+      items / 2 <= std::numeric_limits<int32_t>::max()) {
+    const int64_t pairs = std::min<int64_t>(items / 2, kernel.max_active_pairs);
+    logf(LogLevel::debug, "launching {} in CTA pairs: {} clusters of 2", kernel.name, pairs);
+    CUlaunchAttribute cluster{};
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = 2;
+    cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = static_cast<unsigned>(2 * pairs);
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = static_cast<unsigned>(kernel.threads_per_cta);
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = static_cast<unsigned>(kernel.dynamic_smem_bytes);
+    config.hStream = stream;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    driver::check(cu.cuLaunchKernelEx(&config, kernel.function, arguments, nullptr),
+                  fmt::format("launching {} in CTA pairs", kernel.name));
+    return kernel.name.c_str();
+  }
+  logf(LogLevel::debug, "launching {}: one CTA per work item", kernel.name);
+  const auto grid = static_cast<unsigned>(std::min(items, resident));
   driver::check(cu.cuLaunchKernel(kernel.function, grid, 1, 1, static_cast<unsigned>(kernel.threads_per_cta), 1, 1,
                                   static_cast<unsigned>(kernel.dynamic_smem_bytes), stream, arguments, nullptr),
                 fmt::format("launching {}", kernel.name));

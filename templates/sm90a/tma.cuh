@@ -151,6 +151,49 @@ __device__ __forceinline__ void tma_load_4d(u32 smem_dst, const TsattnTmaDescrip
       : "memory");
 }
 
+// The same load, multicast: the box lands at smem_dst in every CTA of the cluster named in cta_mask
+// (bit r = cluster rank r), and each destination's barrier at offset `bar` gets the bytes.
+__device__ __forceinline__ void tma_load_4d_multicast(u32 smem_dst, const TsattnTmaDescriptor& map, u32 bar, int c0,
+                                                      int c1, int c2, int c3, u16 cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4, %5, %6}], [%2], %7;"
+      ::"r"(smem_dst), "l"(tensor_map_address(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "h"(cta_mask)
+      : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Thread-block clusters.
+
+__device__ __forceinline__ u32 cluster_nctarank() {
+  u32 n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+  return n;
+}
+
+__device__ __forceinline__ u32 cluster_ctarank() {
+  u32 rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return rank;
+}
+
+// Every thread of every CTA of the cluster; orders shared-memory work (barrier inits, remote
+// arrivals) across the cluster.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// One arrival on the barrier at offset `bar` of cluster rank `cta` (the caller's own rank too).
+// Release at CTA scope (PTX's default, as CUTLASS's cluster barriers use it): what the arrival
+// publishes is "this thread's wgmma reads of the stage retired", which wgmma.wait_group already
+// ordered; .release.cluster compiles to MEMBAR.ALL.GPU before every arrival and cost ~35% here.
+__device__ __forceinline__ void mbarrier_arrive_cluster(u32 bar, u32 cta) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(bar), "r"(cta)
+      : "memory");
+}
+
 // Stores the box at (c0, c1) from shared memory; elements outside the tensor are not written.
 // The smem source must have been written through the async proxy, or fenced with
 // fence_proxy_async_shared() by its writers. Completes with tma_store_commit / tma_store_wait.

@@ -141,11 +141,11 @@ std::string causal_bf16_d128(const char* family, const char* layout) {
   return fmt::format("prefill.{}.{}.d128.bf16_bf16.causal.{}", family, arch ? arch_name(*arch) : "?", layout);
 }
 
-// Log lines at info level and above while alive; restores stderr and the previous level after.
+// Log lines at `threshold` and above while alive; restores stderr and the previous level after.
 class CapturedLog {
  public:
-  CapturedLog() : previous_(log_level()) {
-    set_log_level(LogLevel::info);
+  explicit CapturedLog(LogLevel threshold = LogLevel::info) : previous_(log_level()) {
+    set_log_level(threshold);
     set_log_sink([this](LogLevel level, std::string_view message) {
       std::lock_guard lock(mutex_);
       lines_.emplace_back(level, std::string(message));
@@ -157,6 +157,14 @@ class CapturedLog {
   }
   CapturedLog(const CapturedLog&) = delete;
   CapturedLog& operator=(const CapturedLog&) = delete;
+  // The messages starting with `prefix`, in order.
+  std::vector<std::string> lines_with_prefix(const std::string& prefix) {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> found;
+    for (const auto& entry : lines_)
+      if (entry.second.rfind(prefix, 0) == 0) found.push_back(entry.second);
+    return found;
+  }
   // The levels at which a message starting with `prefix` was logged, in order.
   std::vector<LogLevel> levels_of_prefix(const std::string& prefix) {
     std::lock_guard lock(mutex_);
@@ -239,6 +247,70 @@ TEST_SUITE("gpu/attention") {
     check_case(packed, rng, summary);
     CHECK(last_kernel() == "prefill.sm90a.sm_90a.d256.e4m3_e4m3.causal.packed");
     CHECK(log.levels_of_prefix("sm90a path not usable").empty());
+    MESSAGE(summary.text());
+  }
+
+  TEST_CASE("Hopper: CTA pairs (K/V multicast) for even GQA groups, one CTA per item otherwise") {
+    TSATTN_REQUIRE_GPU();
+    const char* family = automatic_family();
+    if (family == nullptr || std::string(family) != "sm90a") {
+      MESSAGE("skipped: needs a compute capability 9.x device 0 and no TSATTN_KERNEL_FAMILY");
+      return;
+    }
+    std::mt19937_64 rng(test_seed());
+    ErrorSummary summary;
+    CapturedLog log(LogLevel::debug);
+    size_t launches_seen = 0;
+    // check_case launches the kernel once: its launch line says how.
+    auto run = [&](const AttentionCase& c, bool expect_pairs) {
+      check_case(c, rng, summary);
+      const std::vector<std::string> launches = log.lines_with_prefix("launching prefill.");
+      INFO(c.describe());
+      REQUIRE(launches.size() == launches_seen + 1);
+      launches_seen = launches.size();
+      const std::string expected = "launching " + last_kernel() + (expect_pairs ? " in CTA pairs" : ": one CTA per");
+      CHECK(launches.back().rfind(expected, 0) == 0);
+    };
+    AttentionCase c;  // group 2, odd lengths, dense D128 (the 160-key tile)
+    c.q_lens = {129};
+    c.kv_lens = {127};
+    c.num_qo_heads = 6;
+    c.num_kv_heads = 3;
+    run(c, true);
+    c.num_qo_heads = 3;  // group 1 (MHA)
+    run(c, false);
+    c.num_qo_heads = 9;  // group 3
+    run(c, false);
+    // Packed, causal with a window, D256 fp16, empty and 1-row requests, indptrs on the GPU.
+    AttentionCase packed;
+    packed.packed = true;
+    packed.device_indptr = true;
+    packed.q_lens = {1, 0, 200, 129};
+    packed.kv_lens = {1, 9, 300, 129};
+    packed.mask = TSATTN_MASK_CAUSAL;
+    packed.window_left = 100;
+    packed.head_dim = 256;
+    packed.input_dtype = packed.output_dtype = TSATTN_DTYPE_FLOAT16;
+    packed.num_qo_heads = 8;
+    packed.num_kv_heads = 2;
+    run(packed, true);
+    // A request's NaN V rows must not reach its neighbours through the paired, multicast tiles.
+    packed.device_indptr = false;
+    packed.window_left = -1;
+    packed.head_dim = 128;
+    packed.nan_v_request = 2;
+    run(packed, true);
+    // Variable windows; fp8 inputs are never paired (one slab per K row).
+    AttentionCase vwin;
+    vwin.packed = true;
+    vwin.q_lens = {70, 130};
+    vwin.kv_lens = {90, 130};
+    vwin.mask = TSATTN_MASK_VARIABLE_WINDOW;
+    vwin.num_qo_heads = 4;
+    vwin.num_kv_heads = 2;
+    run(vwin, true);
+    vwin.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;
+    run(vwin, false);
     MESSAGE(summary.text());
   }
 

@@ -47,6 +47,26 @@ int read_module_int(CUmodule module, const char* global, const std::string& kern
   return value;
 }
 
+// Clusters of 2 CTAs that fit the GPU at once (a GPC holds whole clusters, so this can be less
+// than half the multiprocessors); 0 when the driver says none.
+int max_active_pairs(const LoadedKernel& kernel) {
+  CUlaunchAttribute cluster{};
+  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim.x = 2;
+  cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = 2;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = static_cast<unsigned>(kernel.threads_per_cta);
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = static_cast<unsigned>(kernel.dynamic_smem_bytes);
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  int clusters = 0;
+  if (api().cuOccupancyMaxActiveClusters(&clusters, kernel.function, &config) != CUDA_SUCCESS) return 0;
+  return clusters;
+}
+
 std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
   const Api& cu = api();
   CUmodule module = nullptr;
@@ -74,6 +94,11 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
                                                          kernel->threads_per_cta,
                                                          static_cast<size_t>(kernel->dynamic_smem_bytes)),
           fmt::format("kernel {}: occupancy", source.name));
+    CUdeviceptr cluster_global = 0;
+    size_t cluster_bytes = 0;
+    if (cu.cuModuleGetGlobal(&cluster_global, &cluster_bytes, module, "tsattn_max_cluster_size") == CUDA_SUCCESS)
+      kernel->max_cluster_size = read_module_int(module, "tsattn_max_cluster_size", source.name);
+    if (kernel->max_cluster_size >= 2) kernel->max_active_pairs = max_active_pairs(*kernel);
     if (kernel->ctas_per_multiprocessor < 1)
       throw Error(ErrorKind::runtime, fmt::format("kernel {} cannot run on this GPU: {} threads with {} bytes of "
                                                   "shared memory fit no CTA on a multiprocessor",

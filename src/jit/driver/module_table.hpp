@@ -24,6 +24,10 @@ struct LoadedKernel {
   int threads_per_cta = 0;
   int block_m = 0;
   int ctas_per_multiprocessor = 0;  // occupancy at that shared-memory size
+  // CTA pairs (sm90a 16-bit kernels): the module's tsattn_max_cluster_size (1 where it has none),
+  // and how many clusters of 2 this GPU holds at once (0 where pairs are not possible).
+  int max_cluster_size = 1;
+  int max_active_pairs = 0;
 };
 
 // What the module table needs to load a kernel it has not seen in this context.
