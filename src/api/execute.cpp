@@ -246,7 +246,7 @@ const char* execute(const Problem& p) {
   // multicast, which needs both heads in one GQA group; the kernel's 32-bit slot arithmetic needs
   // fewer than 2^31 pairs.
   const int64_t group = p.num_qo_heads / p.num_kv_heads;
-  if (kernel.max_cluster_size >= 2 && kernel.max_active_pairs > 0 && group % 2 == 0 &&
+  if (kernel.pairs_function != nullptr && kernel.max_active_pairs > 0 && group % 2 == 0 &&
       items / 2 <= std::numeric_limits<int32_t>::max()) {
     const int64_t pairs = std::min<int64_t>(items / 2, kernel.max_active_pairs);
     logf(LogLevel::debug, "launching {} in CTA pairs: {} clusters of 2", kernel.name, pairs);
@@ -263,7 +263,7 @@ const char* execute(const Problem& p) {
     config.hStream = stream;
     config.attrs = &cluster;
     config.numAttrs = 1;
-    driver::check(cu.cuLaunchKernelEx(&config, kernel.function, arguments, nullptr),
+    driver::check(cu.cuLaunchKernelEx(&config, kernel.pairs_function, arguments, nullptr),
                   fmt::format("launching {} in CTA pairs", kernel.name));
     return kernel.name.c_str();
   }

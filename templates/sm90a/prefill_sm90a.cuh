@@ -24,10 +24,10 @@
 //   q_full      1 arrival (producer's expect_tx) + Q's bytes. The k-th Q load completes phase k.
 //   q_empty     256 arrivals: every consumer thread, once its last S GEMM of the item retired.
 //   k_full[s], v_full[s]   1 arrival + the tile's bytes.
-//   k_empty[s], v_empty[s] after the wgmma reading the stage retired (wgmma_wait), so TMA never
-//               overwrites operands in flight: e4m3, 256 arrivals (every consumer thread); 16-bit
-//               (kPairable, below), lane 0 of each consumer warp, of both CTAs in a CTA pair
-//               (either producer's multicast writes the stage in both): 8 or 16 arrivals.
+//   k_empty[s], v_empty[s] 256 arrivals: every consumer thread after the wgmma reading the stage
+//               retired (wgmma_wait), so TMA never overwrites operands in flight. In CTA pairs
+//               16: lane 0 of each consumer warp of both CTAs (either producer's multicast writes
+//               the stage in both).
 // Waiters use parity (k & 1) for the k-th completion; a producer's k-th wait for an empty
 // barrier uses (k & 1) ^ 1, which a fresh barrier passes at once.
 //
@@ -116,15 +116,14 @@ constexpr u32 kVtSlabBytes = kHeadDim * 128;
 constexpr u32 kKStageBytes = kSlabs * kKvSlabBytes;
 constexpr u32 kVStageBytes = kE4m3Inputs ? kVtSlabs * kVtSlabBytes : kKStageBytes;
 constexpr int kStages = 2;
-// CTA pairs: launched in clusters of 2 (the host does so when the GQA group is even), the two CTAs
-// take query heads 2k and 2k+1 of one query tile, which read the same K/V tiles; each producer
-// loads half of every K/V tile's slabs and multicasts them into both CTAs. That halves the L2 ->
-// shared memory traffic, and on a GPU held at its power limit the energy saved raises the clock
-// (docs/PERF.md, sm90a v7). Launched without clusters the same kernel takes one item per CTA.
-// 16-bit tiles split by slab (2 or 4 per K/V row); e4m3 (one K slab at D128, V^T in 128-key slabs)
-// is not paired.
+// CTA pairs: the module's second kernel, TSATTN_KERNEL_NAME_pairs, is launched in clusters of 2
+// (the host does so when the GQA group is even); the two CTAs take query heads 2k and 2k+1 of one
+// query tile, which read the same K/V tiles; each producer loads half of every K/V tile's slabs
+// and multicasts them into both CTAs. That halves the L2 -> shared memory traffic, and on a GPU
+// held at its power limit the energy saved raises the clock (docs/PERF.md, sm90a v7). Both kernels
+// are this file's code, templated on kCtas (CTAs per cluster: 1 or 2). 16-bit tiles split by slab
+// (2 or 4 per K/V row); e4m3 (one K slab at D128, V^T in 128-key slabs) has no pairs kernel.
 constexpr bool kPairable = !kE4m3Inputs && kSlabs % 2 == 0;
-constexpr u32 kConsumerWarps = kConsumerThreads / 32;
 constexpr u32 kQOffset = 0;
 constexpr u32 kKOffset = kQOffset + kQBytes;
 constexpr u32 kVOffset = kKOffset + kStages * kKStageBytes;
@@ -227,63 +226,48 @@ __device__ __forceinline__ KeyTiles key_tiles_of(const TsattnPrefillParams& p, c
 #endif
 }
 
-// CTAs in this CTA's cluster (1 or 2) and its rank there; a launch without clusters is 1 and 0.
-__device__ __forceinline__ u32 ctas_in_cluster() {
-  if constexpr (kPairable)
-    return cluster_nctarank();
-  else
-    return 1;
-}
-
-__device__ __forceinline__ u32 cluster_rank() {
-  if constexpr (kPairable)
-    return cluster_ctarank();
-  else
-    return 0;
-}
-
-// Work slots: one CTA per item, slot = item; CTA pairs: slot s is query-head pair s % (heads / 2)
-// of tile s / (heads / 2), and cluster rank r takes head 2 * pair + r (the host pairs only even
-// GQA groups, so heads is even and both heads read one kv head). Both CTAs of a cluster walk the
-// same slots, so their K/V rings fill and drain in step.
+// Work slots: one CTA per item (kCtas 1), slot = item; CTA pairs, slot s is query-head pair
+// s % (heads / 2) of tile s / (heads / 2), and cluster rank r takes head 2 * pair + r (the host
+// pairs only even GQA groups, so heads is even and both heads read one kv head). Both CTAs of a
+// cluster walk the same slots, so their K/V rings fill and drain in step.
 struct SlotWalk {
   i64 first, end, step;
 };
 
-// (Shifts and 32-bit arithmetic, not 64-bit division: the producer has 24 registers.)
+template <u32 kCtas>
 __device__ __forceinline__ SlotWalk slot_walk(const WorkList& list) {
-  const u32 pair_shift = ctas_in_cluster() - 1;  // 0 or 1
-  return {static_cast<i64>(blockIdx.x >> pair_shift), list.items >> pair_shift,
-          static_cast<i64>(gridDim.x >> pair_shift)};
+  return {static_cast<i64>(blockIdx.x / kCtas), list.items / kCtas, static_cast<i64>(gridDim.x / kCtas)};
 }
 
-// Paired launches have fewer than 2^31 slots (the host checks), so 32-bit arithmetic suffices.
+// Paired launches have fewer than 2^31 slots (the host checks): 32-bit arithmetic, since the
+// producer has 24 registers.
+template <u32 kCtas>
 __device__ __forceinline__ i64 item_of_slot(const WorkList& list, i64 slot) {
-  if (ctas_in_cluster() == 1) return slot;
-  const u32 pairs = static_cast<u32>(list.heads) / 2, s = static_cast<u32>(slot);
-  return static_cast<i64>(s / pairs) * list.heads + 2 * (s % pairs) + cluster_rank();
-}
-
-// Releases a K or V stage once this warp's wgmma reading it retired. Unpaired kernels (e4m3):
-// every consumer thread arrives on the stage's empty barrier. Pairable kernels: lane 0 of each
-// consumer warp arrives, and in a CTA pair also on the peer's barrier, since both producers'
-// multicasts write the stage (8 or 16 arrivals per phase). Kept free of branches: a branch region
-// here made ptxas sink the V release below the next softmax, which cost 6% of the work per cycle.
-__device__ __forceinline__ u32 kv_empty_arrivals() {
-  if constexpr (kPairable)
-    return kConsumerWarps * ctas_in_cluster();
-  else
-    return kConsumerThreads;
-}
-
-__device__ __forceinline__ void release_kv_stage(u32 empty_bar) {
-  if constexpr (kPairable) {
-    __syncwarp();
-    const bool lane0 = threadIdx.x % 32 == 0;
-    if (lane0) mbarrier_arrive(empty_bar);
-    if (lane0 && ctas_in_cluster() > 1) mbarrier_arrive_cluster(empty_bar, cluster_rank() ^ 1);
+  if constexpr (kCtas == 1) {
+    (void)list;
+    return slot;
   } else {
+    const u32 pairs = static_cast<u32>(list.heads) / 2, s = static_cast<u32>(slot);
+    return static_cast<i64>(s / pairs) * list.heads + 2 * (s % pairs) + cluster_ctarank();
+  }
+}
+
+// Arrivals per phase of a K or V empty barrier, and the release of a stage once this thread's
+// wgmma reading it retired: every consumer thread arrives; in a CTA pair, lane 0 of each consumer
+// warp arrives on the barrier of both CTAs instead (both producers' multicasts write the stage).
+template <u32 kCtas>
+constexpr u32 kKvEmptyArrivals = kCtas == 1 ? kConsumerThreads : 2 * (kConsumerThreads / 32);
+
+template <u32 kCtas>
+__device__ __forceinline__ void release_kv_stage(u32 empty_bar) {
+  if constexpr (kCtas == 1) {
     mbarrier_arrive(empty_bar);
+  } else {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) {
+      mbarrier_arrive(empty_bar);
+      mbarrier_arrive_cluster(empty_bar, cluster_ctarank() ^ 1);
+    }
   }
 }
 
@@ -313,17 +297,16 @@ __device__ __forceinline__ u32 claim_stage(u32 bars, u32 full0, u32 empty0, u32 
 }
 
 // One K (or 16-bit V) tile, keys token .. token + BLOCK_N - 1 of a {d, head, token, batch} map:
-// D / kSlabElements boxes of kSlabElements x BLOCK_N.
-// In a CTA pair this CTA loads the slabs s with s % 2 == its rank, into both CTAs.
+// D / kSlabElements boxes of kSlabElements x BLOCK_N. In a CTA pair this CTA loads the slabs s
+// with s % 2 == its rank, into both CTAs.
+template <u32 kCtas>
 __device__ __forceinline__ void load_kv_tile(const TsattnTmaDescriptor& map, u32 dst, u32 full_bar, int kv_head,
                                              int token, int batch) {
-  const bool paired = ctas_in_cluster() > 1;
-  const int rank = static_cast<int>(cluster_rank());
 #pragma unroll
   for (int s = 0; s < kSlabs; ++s) {
-    if (!paired)
+    if constexpr (kCtas == 1)
       tma_load_4d(dst + s * kKvSlabBytes, map, full_bar, kSlabElements * s, kv_head, token, batch);
-    else if (s % 2 == rank)
+    else if (s % 2 == static_cast<int>(cluster_ctarank()))
       tma_load_4d_multicast(dst + s * kKvSlabBytes, map, full_bar, kSlabElements * s, kv_head, token, batch, 0x3);
   }
 }
@@ -346,6 +329,7 @@ __device__ __forceinline__ int vt_first_column(const WorkItem& item) {
 #endif
 }
 
+template <u32 kCtas>
 __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const TsattnTensorMaps& maps, u32 smem,
                                         u32 bars) {
   const int lane = threadIdx.x % 32;
@@ -353,10 +337,10 @@ __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const
   const int group_size = params.group_size > 0 ? params.group_size : 1;
   const WorkList list = work_list<kBlockM>(params);
   u32 q_uses = 0, kv_uses = 0;
-  const SlotWalk walk = slot_walk(list);
+  const SlotWalk walk = slot_walk<kCtas>(list);
   for (i64 slot = walk.first; slot < walk.end; slot += walk.step) {
     WorkItem item;
-    if (!work_item<kBlockM>(params, list, item_of_slot(list, slot), item)) continue;
+    if (!work_item<kBlockM>(params, list, item_of_slot<kCtas>(list, slot), item)) continue;
     const KeyTiles tiles = key_tiles_of(params, item, lane);
     if (tiles.num_tiles == 0) continue;  // the consumers write zeros without Q or K/V
     if (leader) {
@@ -373,13 +357,13 @@ __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const
         const u32 stage = kv_uses % kStages, parity = ((kv_uses / kStages) & 1) ^ 1;
         const int key = tiles.first_key + t * kBlockN;
         const u32 k_dst = smem + kKOffset + stage * kKStageBytes, v_dst = smem + kVOffset + stage * kVStageBytes;
-        load_kv_tile(maps.k, k_dst, claim_stage(bars, kKFull, kKEmpty, stage, parity, kKStageBytes), kv_head,
+        load_kv_tile<kCtas>(maps.k, k_dst, claim_stage(bars, kKFull, kKEmpty, stage, parity, kKStageBytes), kv_head,
                      item.extent.kv_begin + key, batch);
         const u32 v_full = claim_stage(bars, kVFull, kVEmpty, stage, parity, kVStageBytes);
         if constexpr (kE4m3Inputs)
           load_vt_tile(maps.v, v_dst, v_full, kv_head, vt_first_column(item) + key, batch);
         else
-          load_kv_tile(maps.v, v_dst, v_full, kv_head, item.extent.kv_begin + key, batch);
+          load_kv_tile<kCtas>(maps.v, v_dst, v_full, kv_head, item.extent.kv_begin + key, batch);
       }
     } else {
       kv_uses += tiles.num_tiles;
@@ -629,6 +613,7 @@ __device__ __forceinline__ void wait_v_tile(const KeyLoop& k, u32 stage, u32 par
 }
 
 // Without kOverlapSoftmax (D256 variable windows): each key tile in order: S(t), softmax, PV(t).
+template <u32 kCtas>
 __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState& rows, float (&o)[kOAccum],
                                                      u32& kv_uses) {
   for (int tile = 0; tile < k.tiles.num_tiles; ++tile, ++kv_uses) {
@@ -641,7 +626,7 @@ __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState&
     issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKStageBytes);
     wgmma_wait<0>();
     wgmma_fence_operands(s);
-    release_kv_stage(k.bars + 8 * (kKEmpty + stage));
+    release_kv_stage<kCtas>(k.bars + 8 * (kKEmpty + stage));
     if (tile + 1 == k.tiles.num_tiles) mbarrier_arrive(k.bars + 8 * kQEmpty);  // Q is read for the last time
     mask_and_softmax(k, s, rows, n0, alpha);
     rescale_output(o, alpha);
@@ -652,22 +637,21 @@ __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState&
     issue_pv(o, a, k.smem + kVOffset + stage * kVStageBytes);
     wgmma_wait<0>();
     wgmma_fence_operands(o);
-    release_kv_stage(k.bars + 8 * (kVEmpty + stage));
+    release_kv_stage<kCtas>(k.bars + 8 * (kVEmpty + stage));
   }
 }
 
 // With kOverlapSoftmax: a software pipeline over key tiles. Step t issues S(t) = Q K(t)^T and
 // O += P(t-1) V(t-1) together, then the softmax of S(t). The first tile has no PV before it; after
 // the last, one PV is left.
-// The softmax of S(t) runs once both GEMMs retired, while the other warpgroup's GEMMs hold the
-// tensor cores. Until v6 the source put it between the two waits, under PV(t-1), but ptxas moves a
-// wgmma wait to the top of its basic block, so the SASS already waited for both first (nvdisasm of
-// 4 configurations; ncu on bf16 D128 dense: 12% of the warps' stall samples on that wait;
-// docs/PERF.md, v6 experiments). Forcing the softmax under the PV (a basic-block boundary before
+// In the source the softmax sits between the two waits, under PV(t-1); in the SASS it does not:
+// ptxas moves a wgmma wait to the top of its basic block, here right after the S(t) wait, so the
+// softmax runs once both GEMMs retired, while the other warpgroup's GEMMs hold the tensor cores
+// (nvdisasm of 4 configurations; ncu on bf16 D128 dense: 12% of the warps' stall samples sit on
+// that wait; docs/PERF.md, v6 experiments). Forcing it under the PV (a basic-block boundary before
 // the wait, P packed and O rescaled at the top of the next step) moved the 16-bit cases by -5%
-// (1K window) to +3% and cost e4m3 D128 3-4%: not kept. The source now says what runs, and
-// releases K(t) and V(t-1) before the softmax (v7: with the CTA pairs' branchy release between
-// the waits, ptxas sank the V release below the softmax and the producers waited).
+// (1K window) to +3% and cost e4m3 D128 3-4%: not kept.
+template <u32 kCtas>
 __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowState& rows, float (&o)[kOAccum],
                                                          u32& kv_uses) {
   u32 a[kPSteps][4];  // P(t-1) as the PV GEMM's A operand
@@ -681,7 +665,7 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
   turn_end(k.consumer);
   wgmma_wait<0>();
   wgmma_fence_operands(s);
-  release_kv_stage(k.bars + 8 * (kKEmpty + stage));
+  release_kv_stage<kCtas>(k.bars + 8 * (kKEmpty + stage));
   if (k.tiles.num_tiles == 1) mbarrier_arrive(k.bars + 8 * kQEmpty);  // Q is read for the last time
   mask_and_softmax(k, s, rows, k.tiles.first_key, alpha);  // O is still 0: alpha has nothing to scale
   p_to_operand(s, a);
@@ -699,13 +683,14 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
     issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKStageBytes);
     issue_pv(o, a, k.smem + kVOffset + prev_stage * kVStageBytes);
     turn_end(k.consumer);
-    wgmma_wait<0>();  // S(t) and PV(t-1) retired: K(t) and V(t-1) are released before the softmax
+    wgmma_wait<1>();  // S(t) retired; PV(t-1) may still run
     wgmma_fence_operands(s);
-    wgmma_fence_operands(o);
-    release_kv_stage(k.bars + 8 * (kKEmpty + stage));
-    release_kv_stage(k.bars + 8 * (kVEmpty + prev_stage));
+    release_kv_stage<kCtas>(k.bars + 8 * (kKEmpty + stage));
     if (tile + 1 == k.tiles.num_tiles) mbarrier_arrive(k.bars + 8 * kQEmpty);
     mask_and_softmax(k, s, rows, n0, alpha);
+    wgmma_wait<0>();  // PV(t-1) retired: O may be rescaled and V(t-1) released
+    wgmma_fence_operands(o);
+    release_kv_stage<kCtas>(k.bars + 8 * (kVEmpty + prev_stage));
     rescale_output(o, alpha);
     p_to_operand(s, a);
   }
@@ -717,10 +702,11 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
   turn_end(k.consumer);
   wgmma_wait<0>();
   wgmma_fence_operands(o);
-  release_kv_stage(k.bars + 8 * (kVEmpty + stage));
+  release_kv_stage<kCtas>(k.bars + 8 * (kVEmpty + stage));
   ++kv_uses;
 }
 
+template <u32 kCtas>
 __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 smem, u32 bars, int consumer) {
   const int t = threadIdx.x % 128;  // thread within the warpgroup
   const int lane = t % 32, warp = t / 32, g = lane / 4, c = lane % 4;
@@ -729,10 +715,10 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 s
   u32 q_uses = 0, kv_uses = 0;
   if (consumer == 1) turn_end(consumer);  // consumer 0 issues first
 
-  const SlotWalk walk = slot_walk(list);
+  const SlotWalk walk = slot_walk<kCtas>(list);
   for (i64 slot = walk.first; slot < walk.end; slot += walk.step) {
     WorkItem item;
-    if (!work_item<kBlockM>(params, list, item_of_slot(list, slot), item)) continue;
+    if (!work_item<kBlockM>(params, list, item_of_slot<kCtas>(list, slot), item)) continue;
     const KeyTiles tiles = key_tiles_of(params, item, lane);
     RowState rows;
     int warp_full_from = -0x7FFFFFFF - 1, warp_full_to = 0x7FFFFFFF;
@@ -761,15 +747,16 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 s
       const KeyLoop loop{params, item, tiles, smem, bars, smem + kQOffset + 64 * consumer * 128, warp_full_from,
                          warp_full_to, c, consumer};
       if constexpr (kOverlapSoftmax)
-        run_key_tiles_overlapped(loop, rows, o, kv_uses);
+        run_key_tiles_overlapped<kCtas>(loop, rows, o, kv_uses);
       else
-        run_key_tiles_serial(loop, rows, o, kv_uses);
+        run_key_tiles_serial<kCtas>(loop, rows, o, kv_uses);
       ++q_uses;
     }
     write_output(params, item, o, rows, row_in_tile, c);
   }
 }
 
+template <u32 kCtas>
 __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params, const TsattnTensorMaps& maps) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const u32 raw = smem_addr_u32(smem_raw);
@@ -783,28 +770,28 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params, c
     mbarrier_init(bars + 8 * kQEmpty, kConsumerThreads);
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(bars + 8 * (kKFull + s), 1);
-      mbarrier_init(bars + 8 * (kKEmpty + s), kv_empty_arrivals());
+      mbarrier_init(bars + 8 * (kKEmpty + s), kKvEmptyArrivals<kCtas>);
       mbarrier_init(bars + 8 * (kVFull + s), 1);
-      mbarrier_init(bars + 8 * (kVEmpty + s), kv_empty_arrivals());
+      mbarrier_init(bars + 8 * (kVEmpty + s), kKvEmptyArrivals<kCtas>);
     }
     fence_mbarrier_init();
   }
   // CTA pairs: the peer's barriers must be initialised before the first multicast or remote arrival.
-  if (ctas_in_cluster() > 1)
-    cluster_sync();
-  else
+  if constexpr (kCtas == 1)
     __syncthreads();
+  else
+    cluster_sync();
 
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     setmaxnreg_dec<kProducerRegisters>();
-    if (threadIdx.x < 32) produce(params, maps, smem, bars);
+    if (threadIdx.x < 32) produce<kCtas>(params, maps, smem, bars);
   } else {
     setmaxnreg_inc<kConsumerRegisters>();
-    consume(params, smem, bars, warpgroup - 1);
+    consume<kCtas>(params, smem, bars, warpgroup - 1);
   }
   // CTA pairs: no CTA may exit while its peer can still arrive on its barriers.
-  if (ctas_in_cluster() > 1) cluster_sync();
+  if constexpr (kCtas == 2) cluster_sync();
 }
 
 }  // namespace sm90a
@@ -814,13 +801,26 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params, c
 extern "C" __device__ const int tsattn_dynamic_smem_bytes = tsattn_dev::sm90a::kSmemBytes;
 extern "C" __device__ const int tsattn_threads_per_cta = tsattn_dev::sm90a::kThreads;
 extern "C" __device__ const int tsattn_block_m = TSATTN_BLOCK_M;
-// 2: the host may launch this kernel in CTA pairs (clusters of 2); 1: one CTA per item only.
+// 2: the module also has TSATTN_KERNEL_NAME_pairs, for launches in clusters of 2 CTAs.
 extern "C" __device__ const int tsattn_max_cluster_size = tsattn_dev::sm90a::kPairable ? 2 : 1;
 
 extern "C" __global__ void __launch_bounds__(384, 1)
     TSATTN_KERNEL_NAME(const __grid_constant__ TsattnPrefillParams params,
                        const __grid_constant__ TsattnTensorMaps maps) {
-  tsattn_dev::sm90a::run_prefill(params, maps);
+  tsattn_dev::sm90a::run_prefill<1>(params, maps);
 }
+
+#define TSATTN_SM90A_CONCAT_(a, b) a##b
+#define TSATTN_SM90A_CONCAT(a, b) TSATTN_SM90A_CONCAT_(a, b)
+#if TSATTN_INPUT_DTYPE != 2
+// The CTA-pairs kernel (kPairable: 16-bit inputs). The host launches it only with a cluster
+// dimension of 2 (cuLaunchKernelEx); launched without, every CTA would wait for a missing peer.
+extern "C" __global__ void __launch_bounds__(384, 1)
+    TSATTN_SM90A_CONCAT(TSATTN_KERNEL_NAME, _pairs)(const __grid_constant__ TsattnPrefillParams params,
+                                                     const __grid_constant__ TsattnTensorMaps maps) {
+  static_assert(tsattn_dev::sm90a::kPairable, "pairs split 16-bit K/V tiles by slab");
+  tsattn_dev::sm90a::run_prefill<2>(params, maps);
+}
+#endif
 
 #endif  // TSATTN_SM90A_PREFILL_SM90A_CUH

@@ -165,12 +165,6 @@ __device__ __forceinline__ void tma_load_4d_multicast(u32 smem_dst, const Tsattn
 // ---------------------------------------------------------------------------------------------
 // Thread-block clusters.
 
-__device__ __forceinline__ u32 cluster_nctarank() {
-  u32 n;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-  return n;
-}
-
 __device__ __forceinline__ u32 cluster_ctarank() {
   u32 rank;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));

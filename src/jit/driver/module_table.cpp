@@ -49,7 +49,7 @@ int read_module_int(CUmodule module, const char* global, const std::string& kern
 
 // Clusters of 2 CTAs that fit the GPU at once (a GPC holds whole clusters, so this can be less
 // than half the multiprocessors); 0 when the driver says none.
-int max_active_pairs(const LoadedKernel& kernel) {
+int max_active_pairs(CUfunction function, const LoadedKernel& kernel) {
   CUlaunchAttribute cluster{};
   cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
   cluster.value.clusterDim.x = 2;
@@ -63,7 +63,7 @@ int max_active_pairs(const LoadedKernel& kernel) {
   config.attrs = &cluster;
   config.numAttrs = 1;
   int clusters = 0;
-  if (api().cuOccupancyMaxActiveClusters(&clusters, kernel.function, &config) != CUDA_SUCCESS) return 0;
+  if (api().cuOccupancyMaxActiveClusters(&clusters, function, &config) != CUDA_SUCCESS) return 0;
   return clusters;
 }
 
@@ -96,9 +96,17 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
           fmt::format("kernel {}: occupancy", source.name));
     CUdeviceptr cluster_global = 0;
     size_t cluster_bytes = 0;
-    if (cu.cuModuleGetGlobal(&cluster_global, &cluster_bytes, module, "tsattn_max_cluster_size") == CUDA_SUCCESS)
-      kernel->max_cluster_size = read_module_int(module, "tsattn_max_cluster_size", source.name);
-    if (kernel->max_cluster_size >= 2) kernel->max_active_pairs = max_active_pairs(*kernel);
+    if (cu.cuModuleGetGlobal(&cluster_global, &cluster_bytes, module, "tsattn_max_cluster_size") == CUDA_SUCCESS &&
+        read_module_int(module, "tsattn_max_cluster_size", source.name) == 2) {
+      const std::string pairs_symbol = source.symbol + "_pairs";
+      check(cu.cuModuleGetFunction(&kernel->pairs_function, module, pairs_symbol.c_str()),
+            fmt::format("kernel {}: cuModuleGetFunction({})", source.name, pairs_symbol));
+      check(cu.cuFuncSetAttribute(kernel->pairs_function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  kernel->dynamic_smem_bytes),
+            fmt::format("kernel {}: allowing {} bytes of dynamic shared memory ({})", source.name,
+                        kernel->dynamic_smem_bytes, pairs_symbol));
+      kernel->max_active_pairs = max_active_pairs(kernel->pairs_function, *kernel);
+    }
     if (kernel->ctas_per_multiprocessor < 1)
       throw Error(ErrorKind::runtime, fmt::format("kernel {} cannot run on this GPU: {} threads with {} bytes of "
                                                   "shared memory fit no CTA on a multiprocessor",

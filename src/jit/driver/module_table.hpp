@@ -24,9 +24,10 @@ struct LoadedKernel {
   int threads_per_cta = 0;
   int block_m = 0;
   int ctas_per_multiprocessor = 0;  // occupancy at that shared-memory size
-  // CTA pairs (sm90a 16-bit kernels): the module's tsattn_max_cluster_size (1 where it has none),
-  // and how many clusters of 2 this GPU holds at once (0 where pairs are not possible).
-  int max_cluster_size = 1;
+  // CTA pairs (sm90a 16-bit modules): <symbol>_pairs, for launches in clusters of 2 (null where
+  // the module's tsattn_max_cluster_size is 1 or absent), and how many such clusters this GPU holds
+  // at once (0: pairs are not possible).
+  CUfunction pairs_function = nullptr;
   int max_active_pairs = 0;
 };
 
