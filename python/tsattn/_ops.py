@@ -36,6 +36,24 @@ def batch_prefill_eager(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, s
     return out
 
 
+def dispatcher_needed(tensors) -> bool:
+    """True when a call must go through the registered custom op rather than straight to the
+    library: while torch.compile / torch.export trace (the compiling flag, tensor subclasses such as
+    FakeTensor, an active torch function or dispatch mode), and when autograd would record the op
+    (so an input that requires grad gets torch's "not differentiable" error). Plain eager calls skip
+    the dispatcher: its first custom-op call in a process imports torch._dynamo (seconds: tools/bench.py
+    "first call of a fresh process"), and every call pays its dispatch."""
+    if torch.compiler.is_compiling():
+        return True
+    if torch._C._is_torch_function_mode_enabled() or torch._C._len_torch_dispatch_stack() > 0:
+        return True
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) is not torch.Tensor or (grad and t.requires_grad)):
+            return True
+    return False
+
+
 functional = None  # torch.ops.tsattn.batch_prefill once registered
 mutating = None  # torch.ops.tsattn.batch_prefill_out
 

@@ -1,6 +1,10 @@
 """GPU: torch.compile(fullgraph=True) of a small attention block calling tsattn.batch_prefill,
 compared with eager (no graph break: fullgraph=True raises on any)."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -69,3 +73,22 @@ def test_compiled_out_variant_and_packed():
     expected = reference(q, k, v, qo_indptr=qo, kv_indptr=kv, mask_type="causal")
     assert_close_to_reference(out, expected, torch.bfloat16, "compiled out= variant")
     torch.testing.assert_close(doubled, out.float() * 2)
+
+
+def test_eager_first_call_skips_the_dispatcher_and_dynamo():
+    """A fresh process's first eager call goes straight to the library: torch._dynamo (imported by
+    the custom op's first call, seconds) stays unimported, and the output matches the reference."""
+    script = r"""
+import sys, torch, tsattn
+from support import assert_close_to_reference, poisoned, randn, reference
+q, k, v = (randn((1, 129, h, 128), torch.bfloat16) for h in (4, 2, 2))
+out = poisoned(q.shape, torch.bfloat16)
+tsattn.batch_prefill(q, k, v, mask_type="causal", out=out)
+torch.cuda.synchronize()
+assert_close_to_reference(out, reference(q, k, v, mask_type="causal"), torch.bfloat16, "fresh process")
+print("dynamo imported:", "torch._dynamo" in sys.modules)
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # this package, support.py
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "dynamo imported: False" in run.stdout, run.stdout

@@ -205,6 +205,35 @@ def test_compile_aot_eager_uses_fake_impl():
         compiled(torch.zeros(1, 3, 2, 128, dtype=torch.float16))
 
 
+@pytest.mark.skipif(not _ops.AVAILABLE, reason="skipped: torch.library.custom_op needs torch >= 2.4")
+def test_only_plain_eager_calls_skip_the_dispatcher():
+    """Plain tensors in eager mode go straight to the library; tensor subclasses, torch function and
+    dispatch modes and autograd keep the custom op (tracing under torch.compile: the tests above)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    q = torch.randn(1, 4, 2, 128, dtype=torch.float16)
+    assert not _ops.dispatcher_needed((q, q, q, None, None))
+    leaf = q.clone().requires_grad_()
+    assert _ops.dispatcher_needed((q, leaf, q))
+    with torch.no_grad():
+        assert not _ops.dispatcher_needed((q, leaf, q))
+    with FakeTensorMode():
+        fake = torch.empty(1, 4, 2, 128, dtype=torch.float16)
+        assert _ops.dispatcher_needed((q,))
+    assert _ops.dispatcher_needed((q, fake))
+    with Passthrough():
+        assert _ops.dispatcher_needed((q,))
+    with TorchFunctionMode():
+        assert _ops.dispatcher_needed((q,))
+    assert not _ops.dispatcher_needed((q,))
+
+
 def test_wheel_builds_without_a_compiler(tmp_path):
     pytest.importorskip("setuptools")
     src = Path(tsattn.__file__).parent.parent
