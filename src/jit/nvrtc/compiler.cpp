@@ -196,6 +196,11 @@ CompileResult compile_to_cubin(const CompileRequest& request) {
 
   std::vector<const char*> option_pointers;
   for (const std::string& option : result.options) option_pointers.push_back(option.c_str());
+  // NVRTC 12.9+ keeps its own cache of compiled programs where a driver is installed. tsattn's disk
+  // cache already keeps every cubin, so NVRTC's would only store it twice; and a hit there returns
+  // no ptxas log, which the spill check and the register count below read, and takes milliseconds
+  // where a compile takes seconds. Not part of the key: it changes nothing in the cubin.
+  option_pointers.push_back("--no-cache");
   const auto start = std::chrono::steady_clock::now();
   const nvrtcResult status =
       nvrtcCompileProgram(program.get(), static_cast<int>(option_pointers.size()), option_pointers.data());
