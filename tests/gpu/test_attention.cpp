@@ -135,6 +135,14 @@ const char* automatic_family() {
   return driver::device_info(0).cc_major == 9 ? "sm90a" : "sm80";
 }
 
+// True when device 0 picks the sm90a family by itself; otherwise says why the test is skipped.
+bool hopper_family_selected() {
+  const char* family = automatic_family();
+  if (family != nullptr && std::string(family) == "sm90a") return true;
+  MESSAGE("skipped: needs a compute capability 9.x device 0 and no TSATTN_KERNEL_FAMILY");
+  return false;
+}
+
 // The canonical name of a D128 bf16 -> bf16 causal kernel of `family` for device 0's arch.
 std::string causal_bf16_d128(const char* family, const char* layout) {
   const std::optional<Arch> arch = arch_for_compute_capability(driver::device_info(0).cc_major);
@@ -221,11 +229,7 @@ TEST_SUITE("gpu/attention") {
 
   TEST_CASE("Hopper: fp8 inputs run on sm90a (V^T workspace), fixed and packed, with no fallback logged") {
     TSATTN_REQUIRE_GPU();
-    const char* family = automatic_family();
-    if (family == nullptr || std::string(family) != "sm90a") {
-      MESSAGE("skipped: needs a compute capability 9.x device 0 and no TSATTN_KERNEL_FAMILY");
-      return;
-    }
+    if (!hopper_family_selected()) return;
     std::mt19937_64 rng(test_seed());
     ErrorSummary summary;
     CapturedLog log;
@@ -252,11 +256,7 @@ TEST_SUITE("gpu/attention") {
 
   TEST_CASE("Hopper: CTA pairs (K/V multicast) for even GQA groups, one CTA per item otherwise") {
     TSATTN_REQUIRE_GPU();
-    const char* family = automatic_family();
-    if (family == nullptr || std::string(family) != "sm90a") {
-      MESSAGE("skipped: needs a compute capability 9.x device 0 and no TSATTN_KERNEL_FAMILY");
-      return;
-    }
+    if (!hopper_family_selected()) return;
     std::mt19937_64 rng(test_seed());
     ErrorSummary summary;
     CapturedLog log(LogLevel::debug);
