@@ -245,8 +245,7 @@ const char* execute(const Problem& p) {
   // CTA pairs (sm90a 16-bit): query heads 2k and 2k+1 of a tile share each K/V tile through TMA
   // multicast, which needs both heads in one GQA group; the kernel's 32-bit slot arithmetic needs
   // fewer than 2^31 pairs.
-  const int64_t group = p.num_qo_heads / p.num_kv_heads;
-  if (kernel.pairs_function != nullptr && kernel.max_active_pairs > 0 && group % 2 == 0 &&
+  if (kernel.pairs_function != nullptr && kernel.max_active_pairs > 0 && p.group_size() % 2 == 0 &&
       items / 2 <= std::numeric_limits<int32_t>::max()) {
     const int64_t pairs = std::min<int64_t>(items / 2, kernel.max_active_pairs);
     logf(LogLevel::debug, "launching {} in CTA pairs: {} clusters of 2", kernel.name, pairs);
