@@ -249,20 +249,8 @@ const char* execute(const Problem& p) {
       items / 2 <= std::numeric_limits<int32_t>::max()) {
     const int64_t pairs = std::min<int64_t>(items / 2, kernel.max_active_pairs);
     logf(LogLevel::debug, "launching {} in CTA pairs: {} clusters of 2", kernel.name, pairs);
-    CUlaunchAttribute cluster{};
-    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    cluster.value.clusterDim.x = 2;
-    cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
-    CUlaunchConfig config{};
-    config.gridDimX = static_cast<unsigned>(2 * pairs);
-    config.gridDimY = config.gridDimZ = 1;
-    config.blockDimX = static_cast<unsigned>(kernel.threads_per_cta);
-    config.blockDimY = config.blockDimZ = 1;
-    config.sharedMemBytes = static_cast<unsigned>(kernel.dynamic_smem_bytes);
-    config.hStream = stream;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    driver::check(cu.cuLaunchKernelEx(&config, kernel.pairs_function, arguments, nullptr),
+    const driver::PairsLaunch launch(kernel, static_cast<unsigned>(pairs), stream);
+    driver::check(cu.cuLaunchKernelEx(&launch.config, kernel.pairs_function, arguments, nullptr),
                   fmt::format("launching {} in CTA pairs", kernel.name));
     return kernel.name.c_str();
   }

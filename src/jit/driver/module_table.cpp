@@ -50,20 +50,9 @@ int read_module_int(CUmodule module, const char* global, const std::string& kern
 // Clusters of 2 CTAs that fit the GPU at once (a GPC holds whole clusters, so this can be less
 // than half the multiprocessors); 0 when the driver says none.
 int max_active_pairs(CUfunction function, const LoadedKernel& kernel) {
-  CUlaunchAttribute cluster{};
-  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster.value.clusterDim.x = 2;
-  cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
-  CUlaunchConfig config{};
-  config.gridDimX = 2;
-  config.gridDimY = config.gridDimZ = 1;
-  config.blockDimX = static_cast<unsigned>(kernel.threads_per_cta);
-  config.blockDimY = config.blockDimZ = 1;
-  config.sharedMemBytes = static_cast<unsigned>(kernel.dynamic_smem_bytes);
-  config.attrs = &cluster;
-  config.numAttrs = 1;
+  const PairsLaunch launch(kernel, 1, nullptr);
   int clusters = 0;
-  if (api().cuOccupancyMaxActiveClusters(&clusters, function, &config) != CUDA_SUCCESS) return 0;
+  if (api().cuOccupancyMaxActiveClusters(&clusters, function, &launch.config) != CUDA_SUCCESS) return 0;
   return clusters;
 }
 
@@ -120,6 +109,20 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
 }
 
 }  // namespace
+
+PairsLaunch::PairsLaunch(const LoadedKernel& kernel, unsigned clusters, CUstream stream) {
+  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim.x = 2;
+  cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
+  config.gridDimX = 2 * clusters;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = static_cast<unsigned>(kernel.threads_per_cta);
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = static_cast<unsigned>(kernel.dynamic_smem_bytes);
+  config.hStream = stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+}
 
 const LoadedKernel& loaded_kernel(CUcontext context, uint32_t key, const std::function<ModuleSource()>& obtain) {
   const TableKey table_key{context, key};

@@ -31,6 +31,17 @@ struct LoadedKernel {
   int max_active_pairs = 0;
 };
 
+// A launch of kernel.pairs_function as `clusters` clusters of 2 CTAs on `stream`: the one place
+// that builds it, for the launch and for the occupancy query alike. `config` points at `cluster`,
+// so the struct is neither copied nor moved.
+struct PairsLaunch {
+  CUlaunchAttribute cluster{};
+  CUlaunchConfig config{};
+  PairsLaunch(const LoadedKernel& kernel, unsigned clusters, CUstream stream);
+  PairsLaunch(const PairsLaunch&) = delete;
+  PairsLaunch& operator=(const PairsLaunch&) = delete;
+};
+
 // What the module table needs to load a kernel it has not seen in this context.
 struct ModuleSource {
   std::string name;
