@@ -141,6 +141,7 @@ constexpr int kPSteps = kBlockN / kMmaK;  // k-steps of the PV GEMM
 // the ping-pong turns of consumer 0 and 1.
 constexpr u32 kConsumerBarrier = 1;
 constexpr u32 kTurnBarrier0 = 2;
+constexpr u32 kStaggerBarrier = 4;
 
 __device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
@@ -659,6 +660,12 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
   float alpha[2];
   u32 stage = kv_uses % kStages, parity = (kv_uses / kStages) & 1;
   wait_phase(k.bars + 8 * (kKFull + stage), parity);
+  // Stagger (without ping-pong): consumer 1 issues an item's first S GEMM once consumer 0's
+  // first softmax is done, so that the two first softmaxes of an item, which have no PV GEMM to
+  // run under, each run under the other warpgroup's GEMMs.
+  if constexpr (!kPingPong) {
+    if (k.consumer == 1) named_barrier_sync(kStaggerBarrier, kConsumerThreads);
+  }
   turn_begin(k.consumer);
   wgmma_fence();
   issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKStageBytes);
@@ -669,6 +676,9 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
   if (k.tiles.num_tiles == 1) mbarrier_arrive(k.bars + 8 * kQEmpty);  // Q is read for the last time
   mask_and_softmax(k, s, rows, k.tiles.first_key, alpha);  // O is still 0: alpha has nothing to scale
   p_to_operand(s, a);
+  if constexpr (!kPingPong) {
+    if (k.consumer == 0) named_barrier_arrive(kStaggerBarrier, kConsumerThreads);
+  }
 
   for (int tile = 1; tile < k.tiles.num_tiles; ++tile) {
     const u32 prev_stage = stage, prev_parity = parity;
