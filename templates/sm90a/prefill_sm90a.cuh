@@ -137,8 +137,9 @@ constexpr int kSAccum = kBlockN / 2;   // S accumulators per thread (m64 x BLOCK
 constexpr int kOAccum = kHeadDim / 2;  // O accumulators per thread (m64 x D)
 constexpr int kPSteps = kBlockN / kMmaK;  // k-steps of the PV GEMM
 
-// Named barriers (0 is __syncthreads): both consumer warpgroups (the packed-layout V guard), and
-// the ping-pong turns of consumer 0 and 1.
+// Named barriers (0 is __syncthreads): both consumer warpgroups (the packed-layout V guard), the
+// ping-pong turns of consumer 0 and 1, and the stagger at each item's start (without ping-pong:
+// run_key_tiles_overlapped).
 constexpr u32 kConsumerBarrier = 1;
 constexpr u32 kTurnBarrier0 = 2;
 constexpr u32 kStaggerBarrier = 4;
@@ -644,7 +645,10 @@ __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState&
 
 // With kOverlapSoftmax: a software pipeline over key tiles. Step t issues S(t) = Q K(t)^T and
 // O += P(t-1) V(t-1) together, then the softmax of S(t). The first tile has no PV before it; after
-// the last, one PV is left.
+// the last, one PV is left. Without ping-pong the two warpgroups are staggered at each item's
+// start (consumer 1's first S GEMM waits for consumer 0's first softmax): the Q barrier brings
+// them into step at every item, and a first softmax has no PV GEMM of its own to run under
+// (ncu: 0.36 of a loop iteration per item; docs/PERF.md, sm90a v9).
 // In the source the softmax sits between the two waits, under PV(t-1); in the SASS it does not:
 // ptxas moves a wgmma wait to the top of its basic block, here right after the S(t) wait, so the
 // softmax runs once both GEMMs retired, while the other warpgroup's GEMMs hold the tensor cores
