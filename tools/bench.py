@@ -550,6 +550,23 @@ PREPARERS: Dict[str, Callable[[CaseData], PrepResult]] = {
 }
 
 
+def checked_call(case: bc.Case, data: CaseData, ref: torch.Tensor, contender: str) -> Tuple[Optional[Callable], bool]:
+    """For tools that run one contender's call outside the harness (power_probe.py,
+    profile_compare.py): (call, False) when the contender runs the case and its first output
+    passes the fp32 reference check; otherwise prints why and returns (None, wrong), wrong
+    telling a WRONG answer from a case the contender cannot run."""
+    prepared = bc.static_na(contender, case) or PREPARERS[contender](data)
+    if isinstance(prepared, str):
+        print(f"{case.name} {contender}: {prepared}")
+        return None, False
+    call = prepared[0].call
+    check = compare(call(0), ref, case.dtype)  # the least precise of input and output dtype
+    if not check["ok"]:
+        print(f"{case.name} {contender}: WRONG: {check['reason']}")
+        return None, True
+    return call, False
+
+
 # ---------------------------------------------------------------- timing
 
 def _sync(device: torch.device):

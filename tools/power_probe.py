@@ -108,15 +108,9 @@ def main() -> int:
         q, k, v = data.sets[0]
         ref = bench.reference(case, q, k, v, data.bounds)
         for contender in args.contenders.split(","):
-            prepared = bc.static_na(contender, case) or bench.PREPARERS[contender](data)
-            if isinstance(prepared, str):
-                print(f"{case.name} {contender}: {prepared}")
-                continue
-            call = prepared[0].call
-            check = bench.compare(call(0), ref, case.dtype)  # the least precise of input and output dtype
-            if not check["ok"]:
-                print(f"{case.name} {contender}: WRONG: {check['reason']}")
-                status = 1 if contender == "tsattn" else status
+            call, wrong = bench.checked_call(case, data, ref, contender)
+            if call is None:
+                status = 1 if wrong and contender == "tsattn" else status
                 continue
             rows.append(report(f"{case.name} {contender}", bc.flops(case), run_loop(call, n_sets, args.seconds, index, args.gap_ms), sms))
         del data, ref

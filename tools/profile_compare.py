@@ -40,15 +40,9 @@ def main() -> int:
         q, k, v = data.sets[0]
         ref = bench.reference(case, q, k, v, data.bounds)
         for contender in args.contenders.split(","):
-            prepared = bc.static_na(contender, case) or bench.PREPARERS[contender](data)
-            if isinstance(prepared, str):
-                print(f"{case.name} {contender}: {prepared}")
-                continue
-            call = prepared[0].call
-            check = bench.compare(call(0), ref, case.dtype)
-            if not check["ok"]:
-                print(f"{case.name} {contender}: WRONG: {check['reason']}")
-                status = 1
+            call, wrong = bench.checked_call(case, data, ref, contender)
+            if call is None:
+                status = 1 if wrong else status
                 continue
             call(1)
             torch.cuda.synchronize()

@@ -43,7 +43,7 @@ def sass_loop(sass_csv: Path) -> dict:
     total = 0
     for r in rows[2:]:
         try:
-            count, sampled = int(r[executed]), int(r[samples])
+            count, sampled = int(r[executed].replace(",", "")), int(r[samples].replace(",", ""))
         except (ValueError, IndexError):
             continue
         by_count[count][0] += 1
