@@ -666,7 +666,10 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
   wait_phase(k.bars + 8 * (kKFull + stage), parity);
   // Stagger (without ping-pong): consumer 1 issues an item's first S GEMM once consumer 0's
   // first softmax is done, so that the two first softmaxes of an item, which have no PV GEMM to
-  // run under, each run under the other warpgroup's GEMMs.
+  // run under, each run under the other warpgroup's GEMMs. Both consumers pass here once per item
+  // with key tiles (they walk the same items and tiles), and consumer 0 cannot arrive for the
+  // next item before consumer 1 synced for this one: the next item's Q load waits for consumer
+  // 1's last S GEMM of this item (q_empty).
   if constexpr (!kPingPong) {
     if (k.consumer == 1) named_barrier_sync(kStaggerBarrier, kConsumerThreads);
   }
