@@ -411,20 +411,37 @@ __device__ __forceinline__ float combine_chains(const float (&part)[kChains], Op
     return op(part[0], part[1]);
 }
 
+// Lazy rescaling (FlashAttention-4's conditional rescaling), in the serial loop only: a row's
+// running max m, and with it its O and l, moves only when the row sees a score more than
+// 2^kRescaleLog2 above exp2's current offset; otherwise the stale m stays and p <= 2^8, within
+// e4m3's and fp16's range (448, 65504) and far from fp32 overflow in O and l, which stay
+// consistent because both use the same m. The serial loop rescales O between the softmax and the
+// PV GEMM that waits for it, so skipping the D/2 multiplies there shortens every step: e4m3 D256
+// dense S8K 1087-1165 -> 1254-1264 TFLOP/s, causal 1078 -> 1157 on the H200 (docs/PERF.md, sm90a
+// v10; 16-bit D256 variable windows, the loop's other user, were not measured). In the overlapped
+// loop the same change cost 6-8% (as in the v6 experiments), so it keeps the exact max. The
+// price: a row's largest p is no longer exactly 1, so its e4m3 rounding shows (relative error
+// 0.017 -> 0.021 at D256, within SPEC's fp8 bound of 0.1).
+constexpr float kRescaleLog2 = 8.0f;
+
 // Online softmax of one key tile, first half: new running max, p = exp2(s * scale_log2 - m) in
-// place, l updated; returns in alpha the factor O must be scaled by (applied by rescale_output
-// once the PV GEMM that is still accumulating into O has retired). Fully masked rows so far
-// (m = -inf) use offset 0, so p = exp2(-inf) = 0 and never exp2(-inf + inf) = NaN.
-__device__ __forceinline__ void softmax_step(float (&s)[kSAccum], RowState& rows, float scale_log2, float (&alpha)[2]) {
+// place, l updated. Returns true when this thread's O must be scaled by alpha (always without
+// kLazy; with it, when some of its rows moved m), applied by rescale_output once the PV GEMM that
+// is still accumulating into O has retired; a row that kept its m has alpha = 1. Fully masked
+// rows so far (m = -inf) use offset 0, so p = exp2(-inf) = 0 and never exp2(-inf + inf) = NaN.
+template <bool kLazy>
+__device__ __forceinline__ bool softmax_step(float (&s)[kSAccum], RowState& rows, float scale_log2, float (&alpha)[2]) {
   const float ninf = neg_inf();
   float row_max[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
+    // Chains start from the tile's own scores (an fmaxf with -inf would not fold away: NaN rules).
     float part[kChains];
 #pragma unroll
-    for (int c = 0; c < kChains; ++c) part[c] = c == 0 ? rows.m[h] : ninf;
+    for (int c = 0; c < kChains; ++c) part[c] = fmaxf(s[4 * c + 2 * h], s[4 * c + 2 * h + 1]);
+    part[0] = fmaxf(part[0], rows.m[h]);
 #pragma unroll
-    for (int j = 0; j < kBlockN / 8; ++j)
+    for (int j = kChains; j < kBlockN / 8; ++j)
       part[j % kChains] = fmaxf(part[j % kChains], fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
     row_max[h] = combine_chains(part, [](float a, float b) { return fmaxf(a, b); });
   }
@@ -434,11 +451,16 @@ __device__ __forceinline__ void softmax_step(float (&s)[kSAccum], RowState& rows
     row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xFFFFFFFFu, row_max[h], 1));
     row_max[h] = fmaxf(row_max[h], __shfl_xor_sync(0xFFFFFFFFu, row_max[h], 2));
   }
+  bool rescale = false;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float offset = row_max[h] == ninf ? 0.0f : row_max[h] * scale_log2;
-    alpha[h] = fast_exp2(rows.m[h] * scale_log2 - offset);
-    rows.m[h] = row_max[h];
+    // m = -inf and a first visible key: +inf > threshold; still no key: NaN, false.
+    const bool grow = !kLazy || (row_max[h] - rows.m[h]) * scale_log2 > kRescaleLog2;
+    const float new_max = grow ? row_max[h] : rows.m[h];
+    const float offset = new_max == ninf ? 0.0f : new_max * scale_log2;
+    alpha[h] = grow ? fast_exp2(rows.m[h] * scale_log2 - offset) : 1.0f;
+    rescale |= grow;
+    rows.m[h] = new_max;
     float sum[kChains];
 #pragma unroll
     for (int c = 0; c < kChains; ++c) sum[c] = 0.0f;
@@ -453,6 +475,7 @@ __device__ __forceinline__ void softmax_step(float (&s)[kSAccum], RowState& rows
     }
     rows.l[h] = rows.l[h] * alpha[h] + combine_chains(sum, [](float a, float b) { return a + b; });
   }
+  return rescale;
 }
 
 __device__ __forceinline__ void rescale_output(float (&o)[kOAccum], const float (&alpha)[2]) {
@@ -463,14 +486,20 @@ __device__ __forceinline__ void rescale_output(float (&o)[kOAccum], const float 
   }
 }
 
+// Operand descriptors are built once per item from addresses (q_desc, and stage 0's k_desc and
+// v_desc in KeyLoop) and moved by byte offsets from there (smem_desc_advance). Rebuilding each
+// k-step's descriptor from its address took 3 dependent integer instructions per wgmma: 65
+// instructions between the e4m3 D128 ping-pong turn's barriers, 32 now (+2% there; 16-bit
+// unchanged; docs/PERF.md, sm90a v10).
+
 // S = Q K^T for this warpgroup's 64 rows against one K stage (SS wgmma, D / kMmaK k-steps of 32
-// bytes, 4 per slab), issued and committed as one wgmma group.
-__device__ __forceinline__ void issue_scores(float (&s)[kSAccum], u32 q_rows, u32 k_tile) {
+// bytes, 4 per slab), issued and committed as one wgmma group. q_desc, k_desc: slab 0 of each.
+__device__ __forceinline__ void issue_scores(float (&s)[kSAccum], u64 q_desc, u64 k_desc) {
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / kMmaK; ++kk) {
     const u32 step = 32 * (kk % 4);
-    wgmma_ss<kBlockN, kInputDtype>(s, smem_desc_sw128_kmajor(q_rows + (kk / 4) * kQSlabBytes + step),
-                                   smem_desc_sw128_kmajor(k_tile + (kk / 4) * kKvSlabBytes + step), kk > 0);
+    wgmma_ss<kBlockN, kInputDtype>(s, smem_desc_advance(q_desc, (kk / 4) * kQSlabBytes + step),
+                                   smem_desc_advance(k_desc, (kk / 4) * kKvSlabBytes + step), kk > 0);
   }
   wgmma_commit();
 }
@@ -478,13 +507,12 @@ __device__ __forceinline__ void issue_scores(float (&s)[kSAccum], u32 q_rows, u3
 // O += P V for one V stage (RS wgmma, kPSteps k-steps), issued and committed as one group.
 // 16-bit: V MN-major ([keys][d] as loaded), k16 step kk 16 key rows (2048 bytes) further.
 // e4m3: V^T K-major, k32 step kk 32 bytes further within its 128-key slab.
-__device__ __forceinline__ void issue_pv(float (&o)[kOAccum], const u32 (&a)[kPSteps][4], u32 v_tile) {
+__device__ __forceinline__ void issue_pv(float (&o)[kOAccum], const u32 (&a)[kPSteps][4], u64 v_desc) {
   if constexpr (kE4m3Inputs) {
 #pragma unroll
     for (int kk = 0; kk < kPSteps; ++kk)
-      wgmma_rs<kHeadDim, kE4m3>(o, a[kk], smem_desc_sw128_kmajor(v_tile + (kk / 4) * kVtSlabBytes + 32 * (kk % 4)), 1);
+      wgmma_rs<kHeadDim, kE4m3>(o, a[kk], smem_desc_advance(v_desc, (kk / 4) * kVtSlabBytes + 32 * (kk % 4)), 1);
   } else {
-    const u64 v_desc = smem_desc_sw128_mnmajor(v_tile, kKvSlabBytes);
 #pragma unroll
     for (int kk = 0; kk < kPSteps; ++kk)
       wgmma_rs<kHeadDim, kInputDtype>(o, a[kk], smem_desc_advance(v_desc, 2048u * kk), 1);
@@ -585,16 +613,27 @@ struct KeyLoop {
   const WorkItem& item;
   KeyTiles tiles;
   u32 smem, bars;
-  u32 q_rows;  // this warpgroup's 64 rows of Q (slab 0)
+  u64 q_desc;          // this warpgroup's 64 rows of Q (slab 0)
+  u64 k_desc, v_desc;  // stage 0 of the K and V rings (slab 0)
   int warp_full_from, warp_full_to;  // keys every valid row of the warp sees
   int c;
   int consumer;  // 0 or 1
 };
 
-__device__ __forceinline__ void mask_and_softmax(const KeyLoop& k, float (&s)[kSAccum], RowState& rows, int n0,
+// The descriptors of stage `stage` of the K and V rings (slab 0).
+__device__ __forceinline__ u64 k_stage(const KeyLoop& k, u32 stage) {
+  return smem_desc_advance(k.k_desc, stage * kKStageBytes);
+}
+
+__device__ __forceinline__ u64 v_stage(const KeyLoop& k, u32 stage) {
+  return smem_desc_advance(k.v_desc, stage * kVStageBytes);
+}
+
+template <bool kLazy>
+__device__ __forceinline__ bool mask_and_softmax(const KeyLoop& k, float (&s)[kSAccum], RowState& rows, int n0,
                                                  float (&alpha)[2]) {
   if (!(k.warp_full_from <= n0 && n0 + kBlockN - 1 <= k.warp_full_to)) apply_mask(s, rows, n0, k.c);
-  softmax_step(s, rows, k.params.scale_log2, alpha);
+  return softmax_step<kLazy>(s, rows, k.params.scale_log2, alpha);
 }
 
 // Waits for V stage `stage` of key tile n0 and, in the packed layout, zeroes its rows past the
@@ -625,18 +664,17 @@ __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState&
     float alpha[2];
     wait_phase(k.bars + 8 * (kKFull + stage), parity);
     wgmma_fence();
-    issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKStageBytes);
+    issue_scores(s, k.q_desc, k_stage(k, stage));
     wgmma_wait<0>();
     wgmma_fence_operands(s);
     release_kv_stage<kCtas>(k.bars + 8 * (kKEmpty + stage));
     if (tile + 1 == k.tiles.num_tiles) mbarrier_arrive(k.bars + 8 * kQEmpty);  // Q is read for the last time
-    mask_and_softmax(k, s, rows, n0, alpha);
-    rescale_output(o, alpha);
+    if (mask_and_softmax<true>(k, s, rows, n0, alpha)) rescale_output(o, alpha);
     u32 a[kPSteps][4];
     p_to_operand(s, a);
     wait_v_tile(k, stage, parity, n0);
     wgmma_fence();
-    issue_pv(o, a, k.smem + kVOffset + stage * kVStageBytes);
+    issue_pv(o, a, v_stage(k, stage));
     wgmma_wait<0>();
     wgmma_fence_operands(o);
     release_kv_stage<kCtas>(k.bars + 8 * (kVEmpty + stage));
@@ -675,13 +713,13 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
   }
   turn_begin(k.consumer);
   wgmma_fence();
-  issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKStageBytes);
+  issue_scores(s, k.q_desc, k_stage(k, stage));
   turn_end(k.consumer);
   wgmma_wait<0>();
   wgmma_fence_operands(s);
   release_kv_stage<kCtas>(k.bars + 8 * (kKEmpty + stage));
   if (k.tiles.num_tiles == 1) mbarrier_arrive(k.bars + 8 * kQEmpty);  // Q is read for the last time
-  mask_and_softmax(k, s, rows, k.tiles.first_key, alpha);  // O is still 0: alpha has nothing to scale
+  mask_and_softmax<false>(k, s, rows, k.tiles.first_key, alpha);  // O is still 0: alpha has nothing to scale
   p_to_operand(s, a);
   if constexpr (!kPingPong) {
     if (k.consumer == 0) named_barrier_arrive(kStaggerBarrier, kConsumerThreads);
@@ -697,14 +735,14 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
     wait_phase(k.bars + 8 * (kKFull + stage), parity);
     turn_begin(k.consumer);
     wgmma_fence();
-    issue_scores(s, k.q_rows, k.smem + kKOffset + stage * kKStageBytes);
-    issue_pv(o, a, k.smem + kVOffset + prev_stage * kVStageBytes);
+    issue_scores(s, k.q_desc, k_stage(k, stage));
+    issue_pv(o, a, v_stage(k, prev_stage));
     turn_end(k.consumer);
     wgmma_wait<1>();  // S(t) retired; PV(t-1) may still run
     wgmma_fence_operands(s);
     release_kv_stage<kCtas>(k.bars + 8 * (kKEmpty + stage));
     if (tile + 1 == k.tiles.num_tiles) mbarrier_arrive(k.bars + 8 * kQEmpty);
-    mask_and_softmax(k, s, rows, n0, alpha);
+    mask_and_softmax<false>(k, s, rows, n0, alpha);
     wgmma_wait<0>();  // PV(t-1) retired: O may be rescaled and V(t-1) released
     wgmma_fence_operands(o);
     release_kv_stage<kCtas>(k.bars + 8 * (kVEmpty + prev_stage));
@@ -715,7 +753,7 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
   wait_v_tile(k, stage, parity, k.tiles.first_key + (k.tiles.num_tiles - 1) * kBlockN);
   turn_begin(k.consumer);
   wgmma_fence();
-  issue_pv(o, a, k.smem + kVOffset + stage * kVStageBytes);
+  issue_pv(o, a, v_stage(k, stage));
   turn_end(k.consumer);
   wgmma_wait<0>();
   wgmma_fence_operands(o);
@@ -761,8 +799,13 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 s
 
     if (tiles.num_tiles > 0) {
       wait_phase(bars + 8 * kQFull, q_uses & 1);
-      const KeyLoop loop{params, item, tiles, smem, bars, smem + kQOffset + 64 * consumer * 128, warp_full_from,
-                         warp_full_to, c, consumer};
+      // e4m3 V^T is K-major; 16-bit V is MN-major, its 64-wide head-dim slabs kKvSlabBytes apart.
+      const u64 v_desc = kE4m3Inputs ? smem_desc_sw128_kmajor(smem + kVOffset)
+                                     : smem_desc_sw128_mnmajor(smem + kVOffset, kKvSlabBytes);
+      const u64 q_desc = smem_desc_sw128_kmajor(smem + kQOffset + 64 * consumer * 128);
+      const u64 k_desc = smem_desc_sw128_kmajor(smem + kKOffset);
+      const KeyLoop loop{params, item, tiles, smem, bars, q_desc, k_desc, v_desc,
+                         warp_full_from, warp_full_to, c, consumer};
       if constexpr (kOverlapSoftmax)
         run_key_tiles_overlapped<kCtas>(loop, rows, o, kv_uses);
       else

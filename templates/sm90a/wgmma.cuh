@@ -105,8 +105,13 @@ __host__ __device__ constexpr u64 smem_desc_sw128_mnmajor(u32 smem_addr, u32 sla
          (static_cast<u64>(1024u >> 4) << 32) | (static_cast<u64>(1u) << 62);
 }
 
-// The descriptor of the same slab, start moved by `bytes` (a multiple of 16; 32 per k16 step).
-__host__ __device__ constexpr u64 smem_desc_advance(u64 desc, u32 bytes) { return desc + (bytes >> 4); }
+// The descriptor with its start moved by `bytes` (a multiple of 16; 32 per k16 step), within one
+// slab or to another one of the same layout. Only the low word changes: the start-address field
+// (bits 0-13) holds a shared-memory address (< 256 KB) >> 4 and never carries into bit 14, so one
+// 32-bit add per k-step replaces rebuilding the descriptor from an address.
+__host__ __device__ constexpr u64 smem_desc_advance(u64 desc, u32 bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | static_cast<u32>(static_cast<u32>(desc) + (bytes >> 4));
+}
 
 #if defined(__CUDA_ARCH__)
 

@@ -83,6 +83,25 @@ def test_allocated_out_and_scales():
     assert_close_to_reference(result, expected, q.dtype, "int sm_scale, out_dtype=fp16")
 
 
+
+@pytest.mark.parametrize("mask", ["dense", "causal"])
+@pytest.mark.parametrize("d", [128, 256])
+@pytest.mark.parametrize("din", ["bf16", "fp16", "fp8"])
+def test_running_max_climbs_across_key_tiles(din, d, mask):
+    """Key norms that grow along the sequence and a large sm_scale raise each row's running max by
+    more than 2^8 several times after its first key tile, so the kernels' conditional rescaling of
+    O (skipped while the max stays within 2^8 of the offset in use) must run mid-row, and be right."""
+    if FP8 is None and din == "fp8":
+        pytest.skip("skipped: torch has no float8_e4m3fn")
+    _seed(f"climb-{din}-{d}-{mask}")
+    s = 1000  # several key tiles at every tile width, the last one partial
+    ramp = (1.0 + 4.0 * torch.arange(s, device=support.DEVICE, dtype=torch.float32) / s).view(1, s, 1, 1)
+    q = randn((1, s, 4, d), DTYPES[din])
+    k = (randn((1, s, 2, d), torch.float32) * ramp).to(DTYPES[din])
+    v = randn((1, s, 2, d), DTYPES[din])
+    result, expected = _run(q, k, v, out_dtype=BF16 if din == "fp8" else None, mask_type=mask, sm_scale=8.0)
+    assert_close_to_reference(result, expected, q.dtype, f"climbing scores {din} D{d} {mask}")
+
 @pytest.mark.skipif(FP8 is None, reason="skipped: torch has no float8_e4m3fn")
 def test_fp8_scales_folded_in():
     """FP8 users fold per-tensor dequantisation scales into sm_scale (q, k) and output_scale (v)."""
