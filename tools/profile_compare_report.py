@@ -68,9 +68,11 @@ def main() -> int:
             sms = metric(row, units, "launch__sm_count")
             loop = sass_loop(raw.with_name(name + ".sass.csv"))
             items = flop / (4 * case.head_dim * 128 * 128) if case else float("nan")
+            # A kernel without tensor work (the e4m3 V^T pre-pass) has no FLOP per tensor cycle.
+            per_tensor_cycle = f"{flop / sms / tensor:9.0f}" if tensor > 0 else f"{'-':>9s}"
             print(f"{name:48s} {metric(row, units, 'gpu__time_duration.sum'):8.1f} {active:9.0f} "
                   f"{metric(row, units, 'sm__cycles_active.max'):9.0f} {100 * tensor / active:7.1f} "
-                  f"{flop / sms / tensor:9.0f} {metric(row, units, 'smsp__inst_executed.sum') / flop * 1e6:10.1f} "
+                  f"{per_tensor_cycle} {metric(row, units, 'smsp__inst_executed.sum') / flop * 1e6:10.1f} "
                   f"{metric(row, units, 'smsp__issue_active.avg.pct_of_peak_sustained_active'):6.1f}  "
                   f"{loop['instructions']} instructions x {loop['executed']} "
                   f"({loop['executed'] / items:.0f} warp passes per 128x128 tile), {100 * loop['sample_share']:.0f}% of samples")
