@@ -693,7 +693,10 @@ __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState&
 // (nvdisasm of 4 configurations; ncu on bf16 D128 dense: 12% of the warps' stall samples sit on
 // that wait; docs/PERF.md, v6 experiments). Forcing it under the PV (a basic-block boundary before
 // the wait, P packed and O rescaled at the top of the next step) moved the 16-bit cases by -5%
-// (1K window) to +3% and cost e4m3 D128 3-4%: not kept.
+// (1K window) to +3% and cost e4m3 D128 3-4%: not kept. Why ptxas moves it: the softmax writes p
+// over the S accumulators, and ptxas keeps ordinary code from writing wgmma accumulators while a
+// wgmma runs. A softmax that only reads S and writes P into a second A buffer keeps the wait after
+// it, but cost e4m3 D128 12% (128-key steps, the most that fit; docs/PERF.md, sm90a v10).
 template <u32 kCtas>
 __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowState& rows, float (&o)[kOAccum],
                                                          u32& kv_uses) {
