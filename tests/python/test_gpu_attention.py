@@ -84,13 +84,14 @@ def test_allocated_out_and_scales():
 
 
 
-@pytest.mark.parametrize("mask", ["dense", "causal"])
+@pytest.mark.parametrize("mask", ["dense", "causal", "variable_window"])
 @pytest.mark.parametrize("d", [128, 256])
 @pytest.mark.parametrize("din", ["bf16", "fp16", "fp8"])
 def test_running_max_climbs_across_key_tiles(din, d, mask):
     """Key norms that grow along the sequence and a large sm_scale raise each row's running max by
-    more than 2^8 several times after its first key tile, so the kernels' conditional rescaling of
-    O (skipped while the max stays within 2^8 of the offset in use) must run mid-row, and be right."""
+    more than 2^8 several times after its first key tile, so the lazy rescaling of O (skipped while
+    a row's max stays within 2^8 of the offset in use: the serial loop, e4m3 D256 and D256 variable
+    windows) must run mid-row, and be right."""
     if FP8 is None and din == "fp8":
         pytest.skip("skipped: torch has no float8_e4m3fn")
     _seed(f"climb-{din}-{d}-{mask}")
@@ -99,8 +100,14 @@ def test_running_max_climbs_across_key_tiles(din, d, mask):
     q = randn((1, s, 4, d), DTYPES[din])
     k = (randn((1, s, 2, d), torch.float32) * ramp).to(DTYPES[din])
     v = randn((1, s, 2, d), DTYPES[din])
-    result, expected = _run(q, k, v, out_dtype=BF16 if din == "fp8" else None, mask_type=mask, sm_scale=8.0)
+    bounds = {}
+    if mask == "variable_window":  # row i sees keys 0 .. i
+        rows = torch.arange(s, device=support.DEVICE, dtype=torch.int32).view(1, s)
+        bounds = dict(variable_window_token_starts=torch.zeros_like(rows), variable_window_token_ends=rows)
+    result, expected = _run(q, k, v, out_dtype=BF16 if din == "fp8" else None, mask_type=mask, sm_scale=8.0,
+                            **bounds)
     assert_close_to_reference(result, expected, q.dtype, f"climbing scores {din} D{d} {mask}")
+
 
 @pytest.mark.skipif(FP8 is None, reason="skipped: torch has no float8_e4m3fn")
 def test_fp8_scales_folded_in():
