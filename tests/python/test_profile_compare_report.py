@@ -28,12 +28,14 @@ SASS = [  # the idle warps' final wait (many samples, few executions), the loop,
 ]
 
 
-def run_report(tmp_path: Path) -> str:
+def run_report(tmp_path: Path, kernels=(RAW,)) -> str:
+    """The report of one call whose kernels have these raw metrics (ncu writes a row per kernel)."""
     with open(tmp_path / f"{NAME}.raw.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(RAW.keys())
         writer.writerow(unit for unit, _ in RAW.values())
-        writer.writerow(value for _, value in RAW.values())
+        for kernel in kernels:
+            writer.writerow(kernel[name][1] for name in RAW)
     with open(tmp_path / f"{NAME}.sass.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["Kernel Name", "prefill_sm90a_sm_90a_d128_bf16_bf16_dense_fixed_pairs"])
@@ -60,3 +62,12 @@ def test_main_loop_is_the_busiest_sampled_count(tmp_path):
     # instructions executed 1,048,576 times, 8 warp passes per 128 x 128 tile (131072 tiles), 65% of
     # the samples.
     assert "2 instructions x 1048576 (8 warp passes per 128x128 tile), 65% of samples" in row
+
+
+def test_kernel_without_tensor_work(tmp_path):
+    """An e4m3 call runs the V^T pre-pass before attention: no tensor work there, so no FLOP per
+    tensor cycle ("-"), and the attention kernel's row is unchanged."""
+    pre_pass = dict(RAW)
+    pre_pass["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"] = ("%", "0")
+    rows = [line.split() for line in run_report(tmp_path, (pre_pass, RAW)).splitlines() if line.startswith(NAME)]
+    assert [fields[4:6] for fields in rows] == [["0.0", "-"], ["50.0", "8330"]]
