@@ -33,18 +33,23 @@ std::shared_mutex table_mutex;
 std::unordered_map<TableKey, std::unique_ptr<LoadedKernel>, TableKeyHash> table;
 std::atomic<uint64_t> loads{0};
 
-int read_module_int(CUmodule module, const char* global, const std::string& kernel) {
-  const Api& cu = api();
-  CUdeviceptr address = 0;
-  size_t bytes = 0;
-  check(cu.cuModuleGetGlobal(&address, &bytes, module, global),
-        fmt::format("kernel {}: module global {}", kernel, global));
+// The value of a module's `const int` global, found by cuModuleGetGlobal at `address`.
+int read_int_global(CUdeviceptr address, size_t bytes, const char* global, const std::string& kernel) {
   int value = 0;
   if (bytes != sizeof(value))
     throw Error(ErrorKind::runtime, fmt::format("kernel {}: module global {} has {} bytes, expected {}", kernel,
                                                 global, bytes, sizeof(value)));
-  check(cu.cuMemcpyDtoH(&value, address, sizeof(value)), fmt::format("kernel {}: reading {}", kernel, global));
+  check(api().cuMemcpyDtoH(&value, address, sizeof(value)), fmt::format("kernel {}: reading {}", kernel, global));
   return value;
+}
+
+// A global every module of the library has.
+int read_module_int(CUmodule module, const char* global, const std::string& kernel) {
+  CUdeviceptr address = 0;
+  size_t bytes = 0;
+  check(api().cuModuleGetGlobal(&address, &bytes, module, global),
+        fmt::format("kernel {}: module global {}", kernel, global));
+  return read_int_global(address, bytes, global, kernel);
 }
 
 // Clusters of 2 CTAs that fit the GPU at once (a GPC holds whole clusters, so this can be less
@@ -83,10 +88,11 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
                                                          kernel->threads_per_cta,
                                                          static_cast<size_t>(kernel->dynamic_smem_bytes)),
           fmt::format("kernel {}: occupancy", source.name));
+    // Only sm90a modules have tsattn_max_cluster_size.
     CUdeviceptr cluster_global = 0;
     size_t cluster_bytes = 0;
     if (cu.cuModuleGetGlobal(&cluster_global, &cluster_bytes, module, "tsattn_max_cluster_size") == CUDA_SUCCESS &&
-        read_module_int(module, "tsattn_max_cluster_size", source.name) == 2) {
+        read_int_global(cluster_global, cluster_bytes, "tsattn_max_cluster_size", source.name) == 2) {
       const std::string pairs_symbol = source.symbol + "_pairs";
       check(cu.cuModuleGetFunction(&kernel->pairs_function, module, pairs_symbol.c_str()),
             fmt::format("kernel {}: cuModuleGetFunction({})", source.name, pairs_symbol));
