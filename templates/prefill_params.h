@@ -54,15 +54,18 @@ struct TsattnPrefillParams {
   float scale_log2;    // sm_scale * log2(e): scores go through exp2
   float output_scale;
 
-  // The scheduler's work: item w in [0, num_tiles * num_qo_heads) is query head
-  // w % num_qo_heads of tile w / num_qo_heads. The heads that share a kv head are adjacent, so
-  // they run at the same time on neighbouring CTAs and read K/V through L2. Persistent CTAs take
-  // items blockIdx.x, blockIdx.x + gridDim.x, ...; tiles come heaviest first.
+  // The scheduler's work: items w in [0, num_tiles * num_qo_heads), one (tile, query head) each,
+  // in chunks of tiles_per_chunk consecutive tiles x all heads; inside a chunk kv head by kv head,
+  // then tile, then the query heads of the group (common/work_items.cuh decodes it). Items that
+  // share K/V are adjacent, so they run at the same time on neighbouring CTAs and read K/V through
+  // L2; the host picks the chunk (plan/work_order.hpp). Persistent CTAs take items blockIdx.x,
+  // blockIdx.x + gridDim.x, ...; tiles come heaviest first.
   // tiles == 0 (fixed layout): the implicit list of batch * ceil(q_tokens / BLOCK_M) tiles in
   // q_tile-descending order (the last tiles of a causal request see the most keys), then request.
   // Otherwise tiles[0 .. *num_tiles) in device memory, from the host or the device planner.
   const TsattnTile* tiles;
   const int* num_tiles;
+  int tiles_per_chunk;  // >= 1; tiles_per_chunk * num_qo_heads < 2^31
 };
 
 // The sm90a family's second kernel parameter: TMA descriptors (the driver's opaque CUtensorMap,

@@ -23,6 +23,7 @@
 #include "plan/host_plan.hpp"
 #include "plan/kernel_params.hpp"
 #include "plan/tensor_maps.hpp"
+#include "plan/work_order.hpp"
 
 namespace tsattn {
 
@@ -235,6 +236,7 @@ const char* execute(const Problem& p) {
 
   const int64_t items = max_tiles * p.num_qo_heads;
   if (items == 0) return nullptr;  // no query rows: nothing to write
+  params.tiles_per_chunk = tiles_per_chunk(p, max_tiles);
   std::optional<StreamBuffer> transposed_v;  // freed (in stream order) after the launch below
   if (choice.transposed_v) transpose_v(kernel, params, p, device, *choice.transposed_v, choice.maps, transposed_v, stream);
   const int64_t resident = int64_t{device.multiprocessors} * kernel.ctas_per_multiprocessor;
@@ -243,10 +245,8 @@ const char* execute(const Problem& p) {
   void* params_and_maps[] = {&params, &choice.maps};
   void** arguments = spec.family == KernelFamily::sm90a ? params_and_maps : params_only;
   // CTA pairs (sm90a 16-bit): query heads 2k and 2k+1 of a tile share each K/V tile through TMA
-  // multicast, which needs both heads in one GQA group; the kernel's 32-bit slot arithmetic needs
-  // fewer than 2^31 pairs.
-  if (kernel.pairs_function != nullptr && kernel.max_active_pairs > 0 && p.group_size() % 2 == 0 &&
-      items / 2 <= std::numeric_limits<int32_t>::max()) {
+  // multicast, which needs both heads in one GQA group.
+  if (kernel.pairs_function != nullptr && kernel.max_active_pairs > 0 && p.group_size() % 2 == 0) {
     const int64_t pairs = std::min<int64_t>(items / 2, kernel.max_active_pairs);
     logf(LogLevel::debug, "launching {} in CTA pairs: {} clusters of 2", kernel.name, pairs);
     const driver::PairsLaunch launch(kernel, static_cast<unsigned>(pairs), stream);

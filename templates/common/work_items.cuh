@@ -1,9 +1,10 @@
 // common/work_items.cuh - the scheduler's work list as both kernel families read it
-// (prefill_params.h, "The scheduler's work"): item w is query head w % heads of tile w / heads,
-// taken by persistent CTAs as blockIdx.x, blockIdx.x + gridDim.x, ...
+// (prefill_params.h, "The scheduler's work"; the item order is common/item_order.cuh), taken by
+// persistent CTAs as blockIdx.x, blockIdx.x + gridDim.x, ...
 #ifndef TSATTN_COMMON_WORK_ITEMS_CUH
 #define TSATTN_COMMON_WORK_ITEMS_CUH
 
+#include "common/item_order.cuh"
 #include "common/prelude.cuh"
 #include "common/request.cuh"
 #include "prefill_params.h"
@@ -12,8 +13,11 @@ namespace tsattn_dev {
 
 struct WorkList {
   i64 items;                 // tiles * heads
+  i64 tiles;                 // entries of the tile list
   i64 implicit_per_request;  // fixed layout: query tiles per request
   int heads;
+  int group;            // query heads per kv head (>= 1)
+  int tiles_per_chunk;  // >= 1, and tiles_per_chunk * heads < 2^31 (the host clamps it)
 };
 
 template <int kBlockM>
@@ -23,7 +27,10 @@ __device__ __forceinline__ WorkList work_list(const TsattnPrefillParams& p) {
   // 64-bit so that no count overflows.
   list.implicit_per_request = (static_cast<i64>(max(p.q_tokens, 0)) + kBlockM - 1) / kBlockM;
   const i64 num_tiles = p.tiles ? static_cast<i64>(max(*p.num_tiles, 0)) : list.implicit_per_request * max(p.batch, 0);
+  list.tiles = num_tiles;
   list.items = num_tiles * list.heads;
+  list.group = max(p.group_size, 1);
+  list.tiles_per_chunk = max(p.tiles_per_chunk, 1);
   return list;
 }
 
@@ -39,7 +46,8 @@ struct WorkItem {
 // The result is uniform over the CTA.
 template <int kBlockM>
 __device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const WorkList& list, i64 w, WorkItem& item) {
-  const i64 tile_index = w / list.heads;
+  const ItemPlace place = item_place(w, list.tiles, list.heads, list.group, list.tiles_per_chunk);
+  const i64 tile_index = place.tile_index;
   TsattnTile tile;
   if (p.tiles) {
     tile = p.tiles[tile_index];
@@ -48,10 +56,10 @@ __device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const Wo
     tile.request = static_cast<int>(tile_index % p.batch);
     tile.q_tile = static_cast<int>(list.implicit_per_request - 1 - tile_index / p.batch);
   }
-  if (tile.request < 0 || tile.request >= p.batch || tile.q_tile < 0) return false;
+  if (tile.request < 0 || tile.request >= p.batch || tile.q_tile < 0 || place.head >= list.heads) return false;
   item.request = tile.request;
   item.q_tile = tile.q_tile;
-  item.head = static_cast<int>(w % list.heads);
+  item.head = place.head;
   item.extent = request_extent(p, tile.request);
   return static_cast<i64>(tile.q_tile) * kBlockM < item.extent.q_len;
 }

@@ -228,10 +228,10 @@ __device__ __forceinline__ KeyTiles key_tiles_of(const TsattnPrefillParams& p, c
 #endif
 }
 
-// Work slots: one CTA per item (kCtas 1), slot = item; CTA pairs, slot s is query-head pair
-// s % (heads / 2) of tile s / (heads / 2), and cluster rank r takes head 2 * pair + r (the host
-// pairs only even GQA groups, so heads is even and both heads read one kv head). Both CTAs of a
-// cluster walk the same slots, so their K/V rings fill and drain in step.
+// Work slots: one CTA per item (kCtas 1), slot = item; CTA pairs, slot s is items 2s and 2s + 1,
+// and cluster rank r takes item 2s + r: query heads 2k and 2k + 1 of one tile (work_items.cuh keeps
+// them adjacent; the host pairs only even GQA groups, so both heads read one kv head). Both CTAs of
+// a cluster walk the same slots, so their K/V rings fill and drain in step.
 struct SlotWalk {
   i64 first, end, step;
 };
@@ -241,16 +241,12 @@ __device__ __forceinline__ SlotWalk slot_walk(const WorkList& list) {
   return {static_cast<i64>(blockIdx.x / kCtas), list.items / kCtas, static_cast<i64>(gridDim.x / kCtas)};
 }
 
-// Paired launches have fewer than 2^31 slots (the host checks): 32-bit arithmetic, since the
-// producer has 24 registers.
 template <u32 kCtas>
-__device__ __forceinline__ i64 item_of_slot(const WorkList& list, i64 slot) {
+__device__ __forceinline__ i64 item_of_slot(i64 slot) {
   if constexpr (kCtas == 1) {
-    (void)list;
     return slot;
   } else {
-    const u32 pairs = static_cast<u32>(list.heads) / 2, s = static_cast<u32>(slot);
-    return static_cast<i64>(s / pairs) * list.heads + 2 * (s % pairs) + cluster_ctarank();
+    return 2 * slot + cluster_ctarank();
   }
 }
 
@@ -342,7 +338,7 @@ __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const
   const SlotWalk walk = slot_walk<kCtas>(list);
   for (i64 slot = walk.first; slot < walk.end; slot += walk.step) {
     WorkItem item;
-    if (!work_item<kBlockM>(params, list, item_of_slot<kCtas>(list, slot), item)) continue;
+    if (!work_item<kBlockM>(params, list, item_of_slot<kCtas>(slot), item)) continue;
     const KeyTiles tiles = key_tiles_of(params, item, lane);
     if (tiles.num_tiles == 0) continue;  // the consumers write zeros without Q or K/V
     if (leader) {
@@ -776,7 +772,7 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 s
   const SlotWalk walk = slot_walk<kCtas>(list);
   for (i64 slot = walk.first; slot < walk.end; slot += walk.step) {
     WorkItem item;
-    if (!work_item<kBlockM>(params, list, item_of_slot<kCtas>(list, slot), item)) continue;
+    if (!work_item<kBlockM>(params, list, item_of_slot<kCtas>(slot), item)) continue;
     const KeyTiles tiles = key_tiles_of(params, item, lane);
     RowState rows;
     int warp_full_from = -0x7FFFFFFF - 1, warp_full_to = 0x7FFFFFFF;
