@@ -179,6 +179,7 @@ const char* execute(const Problem& p) {
   const int64_t block_m = kernel.block_m;
   std::optional<StreamBuffer> workspace;
   int64_t max_tiles = 0;  // an upper bound on the tiles the kernel will see
+  std::vector<TsattnTile> host_tiles;  // the host-planned list (packed layout, host indptrs)
 
   if (p.layout == Layout::fixed) {
     // The kernel enumerates the regular tile grid itself: nothing to upload, capturable.
@@ -187,7 +188,8 @@ const char* execute(const Problem& p) {
     if (stream_is_capturing(stream))
       raise(ErrorKind::value, "the stream is capturing a CUDA graph but qo_indptr and kv_indptr are on the host, so "
             "the plan would be baked into the graph; pass them on the GPU to capture this call");
-    const std::vector<TsattnTile> tiles = plan_tiles_on_host(p, kernel.block_m);
+    host_tiles = plan_tiles_on_host(p, kernel.block_m);
+    const std::vector<TsattnTile>& tiles = host_tiles;
     max_tiles = static_cast<int64_t>(tiles.size());
     if (max_tiles == 0) return nullptr;  // no query rows
     const int num_tiles = static_cast<int>(tiles.size());
@@ -236,7 +238,6 @@ const char* execute(const Problem& p) {
 
   const int64_t items = max_tiles * p.num_qo_heads;
   if (items == 0) return nullptr;  // no query rows: nothing to write
-  params.tiles_per_chunk = tiles_per_chunk(p, max_tiles);
   std::optional<StreamBuffer> transposed_v;  // freed (in stream order) after the launch below
   if (choice.transposed_v) transpose_v(kernel, params, p, device, *choice.transposed_v, choice.maps, transposed_v, stream);
   const int64_t resident = int64_t{device.multiprocessors} * kernel.ctas_per_multiprocessor;
@@ -246,15 +247,21 @@ const char* execute(const Problem& p) {
   void** arguments = spec.family == KernelFamily::sm90a ? params_and_maps : params_only;
   // CTA pairs (sm90a 16-bit): query heads 2k and 2k+1 of a tile share each K/V tile through TMA
   // multicast, which needs both heads in one GQA group.
-  if (kernel.pairs_function != nullptr && kernel.max_active_pairs > 0 && p.group_size() % 2 == 0) {
-    const int64_t pairs = std::min<int64_t>(items / 2, kernel.max_active_pairs);
-    logf(LogLevel::debug, "launching {} in CTA pairs: {} clusters of 2", kernel.name, pairs);
+  const bool paired = kernel.pairs_function != nullptr && kernel.max_active_pairs > 0 && p.group_size() % 2 == 0;
+  const int64_t pairs = std::min<int64_t>(items / 2, kernel.max_active_pairs);
+  const ListWalkers walkers = paired ? ListWalkers{pairs, 2} : ListWalkers{std::min(items, resident), 1};
+  params.tiles_per_chunk =
+      tiles_per_chunk(p, kernel.block_m, p.layout == Layout::packed && p.indptr_on_host ? &host_tiles : nullptr,
+                      max_tiles, walkers);
+  if (paired) {
+    logf(LogLevel::debug, "launching {} in CTA pairs: {} clusters of 2, {} tiles per chunk", kernel.name, pairs,
+         params.tiles_per_chunk);
     const driver::PairsLaunch launch(kernel, static_cast<unsigned>(pairs), stream);
     driver::check(cu.cuLaunchKernelEx(&launch.config, kernel.pairs_function, arguments, nullptr),
                   fmt::format("launching {} in CTA pairs", kernel.name));
     return kernel.name.c_str();
   }
-  logf(LogLevel::debug, "launching {}: one CTA per work item", kernel.name);
+  logf(LogLevel::debug, "launching {}: one CTA per work item, {} tiles per chunk", kernel.name, params.tiles_per_chunk);
   const auto grid = static_cast<unsigned>(std::min(items, resident));
   driver::check(cu.cuLaunchKernel(kernel.function, grid, 1, 1, static_cast<unsigned>(kernel.threads_per_cta), 1, 1,
                                   static_cast<unsigned>(kernel.dynamic_smem_bytes), stream, arguments, nullptr),

@@ -1,21 +1,39 @@
 // work_order.hpp - how many tiles of the list form one chunk of work items (prefill_params.h,
-// "The scheduler's work").
+// "The scheduler's work"; templates/common/item_order.cuh is the order itself).
 //
 // Inside a chunk the items go kv head by kv head, so the CTAs that run at the same time share K/V
 // and read it through L2: the larger the chunk, the fewer K/V streams come from memory at once.
 // Across chunks the list stays heaviest first, which is what balances causal work between the
-// persistent CTAs (they take items round-robin); a chunk mixes tiles of different weight, so
-// dense lists take one chunk, causal lists chunks of 16 tiles and windows one tile per chunk (the
-// order before chunks existed).
+// persistent CTAs, since they take items round-robin; a chunk mixes tiles of different weight. So:
+// dense lists are one chunk (every tile of a request does the same work), windows one tile per
+// chunk (their K/V spans are short, L2 already holds what neighbours share), and causal lists
+// take the largest chunk whose round-robin walk a cost model predicts within 2% of the best.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "api/problem.hpp"
+#include "prefill_params.h"
 
 namespace tsattn {
 
-// Tiles per chunk for a list of at most max_tiles tiles: >= 1, and times num_qo_heads below 2^31.
-int tiles_per_chunk(const Problem& p, int64_t max_tiles);
+// Who walks the item list: `slots` persistent CTAs (or CTA pairs), each taking `items_per_slot`
+// consecutive items per step (2 for a pair: one item per CTA, run side by side).
+struct ListWalkers {
+  int64_t slots = 1;
+  int items_per_slot = 1;
+};
+
+// The cost model: the busiest slot's work when the walkers take the items of this chunk size
+// round-robin, each item costing its tile's cost (tile_costs in list order).
+double predicted_makespan(const std::vector<double>& tile_costs, int heads, int group, int tiles_per_chunk,
+                          ListWalkers walkers);
+
+// Tiles per chunk: >= 1, and times num_qo_heads below 2^31. host_tiles is the host-planned list
+// (packed layout with host indptrs), null for the fixed layout's implicit list and for lists the
+// device plans (lengths unknown here); max_tiles bounds the list's length.
+int tiles_per_chunk(const Problem& p, int block_m, const std::vector<TsattnTile>* host_tiles, int64_t max_tiles,
+                    ListWalkers walkers);
 
 }  // namespace tsattn

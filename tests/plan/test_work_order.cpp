@@ -1,12 +1,14 @@
 // test_work_order.cpp - the order of the scheduler's work items (templates/common/item_order.cuh,
-// compiled here as host code) and the host's choice of chunk (plan/work_order.hpp), without a GPU:
-// every (tile, head) item exactly once, chunks in list order, kv heads contiguous inside a chunk,
-// the two heads of a CTA pair adjacent, and chunks of one tile giving the original order.
+// compiled here as host code) and the host's choice of chunk with its cost model
+// (plan/work_order.hpp), without a GPU: every (tile, head) item exactly once, chunks in list order,
+// kv heads contiguous inside a chunk, the two heads of a CTA pair adjacent, chunks of one tile
+// giving the original order.
 #include <doctest/doctest.h>
 
 #include <limits>
 #include <set>
 #include <utility>
+#include <vector>
 
 // item_order.cuh is __host__ __device__ code for NVRTC; a host compiler needs the qualifiers gone.
 #define __host__
@@ -15,6 +17,7 @@
 #undef __host__
 #undef __device__
 
+#include "plan/host_plan.hpp"
 #include "plan/work_order.hpp"
 
 namespace tsattn::test {
@@ -84,26 +87,77 @@ TEST_SUITE("plan/work_order") {
     }
   }
 
-  TEST_CASE("the host's chunk: the whole list for dense, 16 tiles for causal, one for windows, 32-bit items") {
+  TEST_CASE("the cost model: round-robin slots, a CTA pair's step costs one item") {
+    const std::vector<double> equal(10, 3.0);
+    // 10 tiles x 2 heads over 3 slots: 7, 7 and 6 items.
+    CHECK(predicted_makespan(equal, 2, 1, 1, {3, 1}) == doctest::Approx(21.0));
+    CHECK(predicted_makespan(equal, 2, 1, 10, {3, 1}) == doctest::Approx(21.0));
+    // Pairs: 20 items are 10 steps over 3 slots: 4, 3, 3.
+    CHECK(predicted_makespan(equal, 2, 2, 4, {3, 2}) == doctest::Approx(12.0));
+    // Heaviest first, one tile per chunk: slot 0 takes tiles 0 and 2 of costs 5, 4, 3, 2.
+    CHECK(predicted_makespan({5, 4, 3, 2}, 1, 1, 1, {2, 1}) == doctest::Approx(8.0));
+    // One chunk of all four tiles with two kv heads: items 5 4 3 2 5 4 3 2 over 2 slots.
+    CHECK(predicted_makespan({5, 4, 3, 2}, 2, 1, 4, {2, 1}) == doctest::Approx(16.0));
+  }
+
+  TEST_CASE("the host's chunk: the whole list for dense, one tile for windows, the model's pick for causal") {
     Problem p;
+    p.layout = Layout::fixed;
+    p.batch = 1;
+    p.q_tokens = p.kv_tokens = 2048;
     p.num_qo_heads = 32;
+    p.num_kv_heads = 8;
+    const ListWalkers pairs{66, 2}, singles{132, 1};
     p.mask = MaskMode::dense;
-    CHECK(tiles_per_chunk(p, 64) == 64);
-    CHECK(tiles_per_chunk(p, 0) == 1);
-    p.mask = MaskMode::causal;
-    CHECK(tiles_per_chunk(p, 64) == 16);
-    CHECK(tiles_per_chunk(p, 3) == 16);  // item_place shortens the last chunk to the list
-    p.window_left = 1024;
-    CHECK(tiles_per_chunk(p, 64) == 1);
-    p.window_left = -1;
+    CHECK(tiles_per_chunk(p, 128, nullptr, 16, pairs) == 16);
+    CHECK(tiles_per_chunk(p, 128, nullptr, 0, pairs) == 1);
     p.mask = MaskMode::variable_window;
-    CHECK(tiles_per_chunk(p, 100) == 1);
-    p.mask = MaskMode::dense;
+    CHECK(tiles_per_chunk(p, 128, nullptr, 16, pairs) == 1);
+    p.mask = MaskMode::causal;
+    p.window_left = 1024;
+    CHECK(tiles_per_chunk(p, 128, nullptr, 16, pairs) == 1);
     p.window_left = -1;
-    p.num_qo_heads = 1 << 20;
+
+    // Causal, 16 tiles x 32 heads over 66 CTA pairs (4 items per pair): one chunk of 16 tiles
+    // would give some pairs only the heaviest tiles; the pick is within 2% of the best chunk.
+    const auto check_pick = [&](ListWalkers walkers) {
+      const int chunk = tiles_per_chunk(p, 128, nullptr, 16, walkers);
+      std::vector<double> costs;
+      for (int t = 15; t >= 0; --t) costs.push_back(t + 1 + 1.5);  // tile t sees t + 1 key tiles
+      double best = 1e30;
+      for (const int c : {1, 2, 4, 8, 16}) best = std::min(best, predicted_makespan(costs, 32, p.group_size(), c, walkers));
+      CHECK(predicted_makespan(costs, 32, p.group_size(), chunk, walkers) <= best * 1.02);
+      return chunk;
+    };
+    CHECK(check_pick(pairs) < 16);
+    p.num_kv_heads = 32;
+    CHECK(check_pick(singles) >= 1);
+
+    // Many items per slot: 16 tiles per chunk without the model.
+    p.batch = 4;
+    p.q_tokens = p.kv_tokens = 16384;
+    CHECK(tiles_per_chunk(p, 128, nullptr, 512, singles) == 16);
+
+    // A short list planned on the device: one tile per chunk.
+    p.layout = Layout::packed;
+    p.batch = 2;
+    p.q_tokens = p.kv_tokens = 1024;
+    p.indptr_on_host = false;
+    CHECK(tiles_per_chunk(p, 128, nullptr, 10, singles) == 1);
+
+    // A host-planned list: the model on its tiles.
+    p.indptr_on_host = true;
+    p.qo_indptr_host = p.kv_indptr_host = {0, 768, 1024};
+    const std::vector<TsattnTile> host = plan_tiles_on_host(p, 128);
+    const int chunk = tiles_per_chunk(p, 128, &host, static_cast<int64_t>(host.size()), singles);
+    CHECK(chunk >= 1);
+    CHECK(chunk <= 16);
+
+    // Clamped so that a chunk's items stay 32-bit.
+    p.mask = MaskMode::dense;
+    p.num_qo_heads = p.num_kv_heads = 1 << 20;
     const int64_t huge = int64_t{1} << 40;
-    CHECK(int64_t{tiles_per_chunk(p, huge)} * p.num_qo_heads <= std::numeric_limits<int32_t>::max());
-    CHECK(tiles_per_chunk(p, huge) >= 1);
+    CHECK(int64_t{tiles_per_chunk(p, 128, nullptr, huge, singles)} * p.num_qo_heads <= std::numeric_limits<int32_t>::max());
   }
 }
 
