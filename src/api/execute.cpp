@@ -250,9 +250,13 @@ const char* execute(const Problem& p) {
   const bool paired = kernel.pairs_function != nullptr && kernel.max_active_pairs > 0 && p.group_size() % 2 == 0;
   const int64_t pairs = std::min<int64_t>(items / 2, kernel.max_active_pairs);
   const ListWalkers walkers = paired ? ListWalkers{pairs, 2} : ListWalkers{std::min(items, resident), 1};
+  // sm90a e4m3 kernels walk one tile per chunk (kChunkedOrder in templates/sm90a/prefill_sm90a.cuh).
+  const bool takes_chunks = !(spec.family == KernelFamily::sm90a && p.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN);
   params.tiles_per_chunk =
-      tiles_per_chunk(p, kernel.block_m, p.layout == Layout::packed && p.indptr_on_host ? &host_tiles : nullptr,
-                      max_tiles, walkers);
+      takes_chunks ? tiles_per_chunk(p, kernel.block_m,
+                                     p.layout == Layout::packed && p.indptr_on_host ? &host_tiles : nullptr, max_tiles,
+                                     walkers)
+                   : 1;
   if (paired) {
     logf(LogLevel::debug, "launching {} in CTA pairs: {} clusters of 2, {} tiles per chunk", kernel.name, pairs,
          params.tiles_per_chunk);

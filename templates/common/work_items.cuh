@@ -43,11 +43,14 @@ struct WorkItem {
 
 // Decodes item w; false when the entry does nothing. Tiles come from the library's own planners;
 // the checks only make a corrupt entry do nothing instead of addressing outside the tensors.
-// The result is uniform over the CTA.
-template <int kBlockM>
+// The result is uniform over the CTA. kChunked false: one tile per chunk whatever tiles_per_chunk
+// says (query head w % heads of tile w / heads), for kernels whose key loop the chunk arithmetic
+// slows down (the host then plans one tile per chunk too: plan/work_order.hpp).
+template <int kBlockM, bool kChunked = true>
 __device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const WorkList& list, i64 w, WorkItem& item) {
-  const ItemPlace place = item_place(w, list.tiles, list.heads, list.group, list.tiles_per_chunk);
-  const i64 tile_index = place.tile_index;
+  ItemPlace place = {0, 0};
+  if constexpr (kChunked) place = item_place(w, list.tiles, list.heads, list.group, list.tiles_per_chunk);
+  const i64 tile_index = kChunked ? place.tile_index : w / list.heads;
   TsattnTile tile;
   if (p.tiles) {
     tile = p.tiles[tile_index];
@@ -56,10 +59,11 @@ __device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const Wo
     tile.request = static_cast<int>(tile_index % p.batch);
     tile.q_tile = static_cast<int>(list.implicit_per_request - 1 - tile_index / p.batch);
   }
-  if (tile.request < 0 || tile.request >= p.batch || tile.q_tile < 0 || place.head >= list.heads) return false;
+  if (tile.request < 0 || tile.request >= p.batch || tile.q_tile < 0 || (kChunked && place.head >= list.heads))
+    return false;
   item.request = tile.request;
   item.q_tile = tile.q_tile;
-  item.head = place.head;
+  item.head = kChunked ? place.head : static_cast<int>(w % list.heads);
   item.extent = request_extent(p, tile.request);
   return static_cast<i64>(tile.q_tile) * kBlockM < item.extent.q_len;
 }

@@ -77,6 +77,10 @@ static_assert(kBlockM == 128 && kThreads == 384, "one producer and two consumer 
 // e4m3 inputs: 8-bit wgmmas (k32) read both operands K-major, so O += P V reads V^T, written by
 // tsattn_transpose_v (sm90a/transpose_v.cuh) and loaded in slabs of 128 keys x D rows.
 constexpr bool kE4m3Inputs = kInputDtype == kE4m3;
+// e4m3 kernels walk one tile per chunk (common/work_items.cuh): the chunk arithmetic before the
+// key loop made ptxas schedule the e4m3 D128 loop differently, 8% slower (docs/PERF.md v11), and
+// with half the K/V bytes their L2 traffic gained nothing from chunks (measured).
+constexpr bool kChunkedOrder = !kE4m3Inputs;
 static_assert(kE4m3Inputs ? (kBlockN == 128 || kBlockN == 192 || kBlockN == 256)
                           : (kBlockN == 64 || kBlockN == 80 || kBlockN == 128 || kBlockN == 160 || kBlockN == 256),
               "BLOCK_N is a wgmma N that sm90a/wgmma.cuh instantiates (e4m3: whole 32-key V^T groups)");
@@ -338,7 +342,7 @@ __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const
   const SlotWalk walk = slot_walk<kCtas>(list);
   for (i64 slot = walk.first; slot < walk.end; slot += walk.step) {
     WorkItem item;
-    if (!work_item<kBlockM>(params, list, item_of_slot<kCtas>(slot), item)) continue;
+    if (!work_item<kBlockM, kChunkedOrder>(params, list, item_of_slot<kCtas>(slot), item)) continue;
     const KeyTiles tiles = key_tiles_of(params, item, lane);
     if (tiles.num_tiles == 0) continue;  // the consumers write zeros without Q or K/V
     if (leader) {
@@ -772,7 +776,7 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 s
   const SlotWalk walk = slot_walk<kCtas>(list);
   for (i64 slot = walk.first; slot < walk.end; slot += walk.step) {
     WorkItem item;
-    if (!work_item<kBlockM>(params, list, item_of_slot<kCtas>(slot), item)) continue;
+    if (!work_item<kBlockM, kChunkedOrder>(params, list, item_of_slot<kCtas>(slot), item)) continue;
     const KeyTiles tiles = key_tiles_of(params, item, lane);
     RowState rows;
     int warp_full_from = -0x7FFFFFFF - 1, warp_full_to = 0x7FFFFFFF;
