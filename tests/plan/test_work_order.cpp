@@ -5,7 +5,9 @@
 // giving the original order.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <limits>
+#include <random>
 #include <set>
 #include <utility>
 #include <vector>
@@ -98,6 +100,37 @@ TEST_SUITE("plan/work_order") {
     CHECK(predicted_makespan({5, 4, 3, 2}, 1, 1, 1, {2, 1}) == doctest::Approx(8.0));
     // One chunk of all four tiles with two kv heads: items 5 4 3 2 5 4 3 2 over 2 slots.
     CHECK(predicted_makespan({5, 4, 3, 2}, 2, 1, 4, {2, 1}) == doctest::Approx(16.0));
+  }
+
+  TEST_CASE("the cost model walks the items in the order the kernels decode them (item_place)") {
+    std::mt19937_64 rng(20261130);
+    std::uniform_real_distribution<double> cost(1.0, 40.0);
+    const std::pair<int, int> head_groups[] = {{1, 1}, {8, 1}, {8, 2}, {32, 4}, {6, 3}, {32, 8}, {16, 16}};
+    for (const int64_t tiles : {1, 3, 16, 17, 64})
+      for (const auto& [heads, group] : head_groups)
+        for (const int chunk : {1, 2, 4, 16, 100})
+          for (const ListWalkers walkers : {ListWalkers{1, 1}, ListWalkers{7, 1}, ListWalkers{132, 1}, ListWalkers{5, 2},
+                                            ListWalkers{66, 2}}) {
+            if (walkers.items_per_slot == 2 && group % 2 != 0) continue;  // pairs need even groups
+            CAPTURE(tiles);
+            CAPTURE(heads);
+            CAPTURE(group);
+            CAPTURE(chunk);
+            CAPTURE(walkers.slots);
+            CAPTURE(walkers.items_per_slot);
+            std::vector<double> costs(static_cast<size_t>(tiles));
+            for (double& c : costs) c = cost(rng);
+            // The oracle: slot s takes steps s, s + slots, ...; a step is items_per_slot items and
+            // costs its first item's tile.
+            std::vector<double> load(static_cast<size_t>(walkers.slots), 0.0);
+            const int64_t steps = (tiles * heads + walkers.items_per_slot - 1) / walkers.items_per_slot;
+            for (int64_t step = 0; step < steps; ++step) {
+              const ItemPlace first = item_place(step * walkers.items_per_slot, tiles, heads, group, chunk);
+              load[static_cast<size_t>(step % walkers.slots)] += costs[static_cast<size_t>(first.tile_index)];
+            }
+            const double expected = *std::max_element(load.begin(), load.end());
+            CHECK(predicted_makespan(costs, heads, group, chunk, walkers) == doctest::Approx(expected));
+          }
   }
 
   TEST_CASE("the host's chunk: the whole list for dense, one tile for windows, the model's pick for causal") {
