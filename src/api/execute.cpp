@@ -179,7 +179,7 @@ const char* execute(const Problem& p) {
   const int64_t block_m = kernel.block_m;
   std::optional<StreamBuffer> workspace;
   int64_t max_tiles = 0;  // an upper bound on the tiles the kernel will see
-  std::vector<TsattnTile> host_tiles;  // the host-planned list (packed layout, host indptrs)
+  std::vector<TsattnTile> host_tiles;  // the host-planned list (packed layout, host indptrs); else empty
 
   if (p.layout == Layout::fixed) {
     // The kernel enumerates the regular tile grid itself: nothing to upload, capturable.
@@ -189,13 +189,12 @@ const char* execute(const Problem& p) {
       raise(ErrorKind::value, "the stream is capturing a CUDA graph but qo_indptr and kv_indptr are on the host, so "
             "the plan would be baked into the graph; pass them on the GPU to capture this call");
     host_tiles = plan_tiles_on_host(p, kernel.block_m);
-    const std::vector<TsattnTile>& tiles = host_tiles;
-    max_tiles = static_cast<int64_t>(tiles.size());
+    max_tiles = static_cast<int64_t>(host_tiles.size());
     if (max_tiles == 0) return nullptr;  // no query rows
-    const int num_tiles = static_cast<int>(tiles.size());
+    const int num_tiles = static_cast<int>(host_tiles.size());
     UploadImage image;
     const size_t count_offset = image.append(&num_tiles, 1);
-    const size_t tiles_offset = image.append(tiles.data(), tiles.size());
+    const size_t tiles_offset = image.append(host_tiles.data(), host_tiles.size());
     const size_t qo_offset = image.append(p.qo_indptr_host.data(), p.qo_indptr_host.size());
     const size_t kv_offset = image.append(p.kv_indptr_host.data(), p.kv_indptr_host.size());
     workspace.emplace(image.bytes().size(), stream);
@@ -253,9 +252,7 @@ const char* execute(const Problem& p) {
   // sm90a e4m3 kernels walk one tile per chunk (kChunkedOrder in templates/sm90a/prefill_sm90a.cuh).
   const bool takes_chunks = !(spec.family == KernelFamily::sm90a && p.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN);
   params.tiles_per_chunk =
-      takes_chunks ? tiles_per_chunk(p, kernel.block_m,
-                                     p.layout == Layout::packed && p.indptr_on_host ? &host_tiles : nullptr, max_tiles,
-                                     walkers)
+      takes_chunks ? tiles_per_chunk(p, kernel.block_m, host_tiles.empty() ? nullptr : &host_tiles, max_tiles, walkers)
                    : 1;
   if (paired) {
     logf(LogLevel::debug, "launching {} in CTA pairs: {} clusters of 2, {} tiles per chunk", kernel.name, pairs,
