@@ -8,9 +8,10 @@
 #ifndef TSATTN_PREFILL_PARAMS_H
 #define TSATTN_PREFILL_PARAMS_H
 
-#define TSATTN_PARAMS_VERSION 3
+#define TSATTN_PARAMS_VERSION 4
 
-// One query tile: rows q_tile*BLOCK_M .. of request `request`.
+// One query tile: rows q_tile*BLOCK_M .. of request `request` (q_tile*2*BLOCK_M .. when
+// TsattnPrefillParams::pair_tiles is set: a tile pair's entry).
 struct TsattnTile {
   int request;
   int q_tile;
@@ -66,6 +67,11 @@ struct TsattnPrefillParams {
   const TsattnTile* tiles;
   const int* num_tiles;
   int tiles_per_chunk;  // >= 1; tiles_per_chunk * num_qo_heads < 2^31
+  // The sm90a CTA-pairs kernel only (0 elsewhere): 0, the two CTAs of a cluster take query heads
+  // 2k and 2k + 1 of one tile (even GQA groups); 1, pairs along query tiles: every tile of the
+  // list (implicit or planned) is 2 * BLOCK_M rows, and cluster rank r takes its r-th BLOCK_M rows
+  // (MHA and odd groups). The item order, chunks and planners then count in those tiles.
+  int pair_tiles;
 };
 
 // The sm90a family's second kernel parameter: TMA descriptors (the driver's opaque CUtensorMap,

@@ -2,7 +2,7 @@
 
 A case is one point of the product
     head dim {128, 256} x mask {dense, causal, win1k, win4k, vwin} x dtype {bf16, fp16, fp8}
-    x heads Hq/Hkv {32/32, 32/8, 32/4} (D256 also 16/4)
+    x heads Hq/Hkv {32/32, 32/8, 32/4} (D256 also 16/4 and 16/16)
     x shape {b1-s1k .. b1-s16k, b4-s4k, chunk-q256-k4k, ragged16}
 named ``d{D}-{mask}-{dtype}-h{Hq}kv{Hkv}-{shape}``, e.g. ``d128-causal-bf16-h32kv8-b1-s8k``.
 
@@ -33,7 +33,7 @@ WINDOWS = {"win1k": 1024, "win4k": 4096}
 DTYPES = ("bf16", "fp16", "fp8")
 HEADS: Dict[int, Tuple[Tuple[int, int], ...]] = {
     128: ((32, 32), (32, 8), (32, 4)),
-    256: ((32, 32), (32, 8), (32, 4), (16, 4)),
+    256: ((32, 32), (32, 8), (32, 4), (16, 4), (16, 16)),
 }
 PRIMARY_HEADS = (32, 8)  # the default set's head configuration (Llama-3-8B-like)
 SEQ_SWEEP = (1024, 2048, 4096, 8192, 16384)
@@ -203,6 +203,8 @@ def default_cases() -> List[Case]:
         add(128, "causal", "bf16", heads, "b1-s8k")
     for heads in ((32, 4), (16, 4)):  # D256: the GQA ratios (32/32 runs at D128)
         add(256, "causal", "bf16", heads, "b1-s8k")
+    for mask in ("dense", "causal"):  # D256 MHA: 16/16 heads, as issue 8's bar table measures cuDNN
+        add(256, mask, "bf16", (16, 16), "b1-s8k")
     for d in HEAD_DIMS:
         for mask in ("dense", "causal"):
             for s in SEQ_SWEEP:

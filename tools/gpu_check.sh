@@ -49,9 +49,9 @@ for step in "${steps[@]}"; do
     sanitizer)
       # A representative subset under memcheck and racecheck (the full matrix is too slow there).
       run_step memcheck memcheck.log timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        build/tsattn_tests -ts='gpu/attention' -tc='strided*,a side stream*,packed layout with indptrs on the GPU*,malformed*,Hopper: fp8*'
+        build/tsattn_tests -ts='gpu/attention' -tc='strided*,a side stream*,packed layout with indptrs on the GPU*,malformed*,Hopper: fp8*,Hopper: CTA pairs*'
       run_step racecheck racecheck.log timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 \
-        build/tsattn_tests -ts='gpu/attention' -tc='strided*,Hopper: fp8*' ;;
+        build/tsattn_tests -ts='gpu/attention' -tc='strided*,Hopper: fp8*,Hopper: CTA pairs*' ;;
     demo)
       for preset in llama3-8b gemma-window ragged; do
         run_step "run:$preset" "run_$preset.log" build/tsattn run --preset "$preset"

@@ -20,6 +20,7 @@
 #include "jit/driver/driver_api.hpp"
 #include "jit/driver/module_table.hpp"
 #include "jit/kernel_cache.hpp"
+#include "plan/cta_pairs.hpp"
 #include "plan/host_plan.hpp"
 #include "plan/kernel_params.hpp"
 #include "plan/tensor_maps.hpp"
@@ -176,19 +177,24 @@ const char* execute(const Problem& p) {
 
   TsattnPrefillParams params = make_kernel_params(p);
   const driver::Api& cu = driver::api();
-  const int64_t block_m = kernel.block_m;
+  // CTA pairs (plan/cta_pairs.hpp) decide the list's tile size: a pair along query tiles plans
+  // tiles of 2 x BLOCK_M rows, one half per CTA.
+  const bool pairs_fit = kernel.pairs_function != nullptr && kernel.max_active_pairs > 0;
+  const PairAxis pair_axis = choose_pair_axis(p, PairsKernel{pairs_fit, pairs_fit && kernel.pairs_along_tiles});
+  params.pair_tiles = pair_axis == PairAxis::query_tiles ? 1 : 0;
+  const int tile_rows = static_cast<int>(list_tile_rows(pair_axis, kernel.block_m));
   std::optional<StreamBuffer> workspace;
   int64_t max_tiles = 0;  // an upper bound on the tiles the kernel will see
   std::vector<TsattnTile> host_tiles;  // the host-planned list (packed layout, host indptrs); else empty
 
   if (p.layout == Layout::fixed) {
     // The kernel enumerates the regular tile grid itself: nothing to upload, capturable.
-    max_tiles = p.batch * ((p.q_tokens + block_m - 1) / block_m);
+    max_tiles = p.batch * ((p.q_tokens + tile_rows - 1) / tile_rows);
   } else if (p.indptr_on_host) {
     if (stream_is_capturing(stream))
       raise(ErrorKind::value, "the stream is capturing a CUDA graph but qo_indptr and kv_indptr are on the host, so "
             "the plan would be baked into the graph; pass them on the GPU to capture this call");
-    host_tiles = plan_tiles_on_host(p, kernel.block_m);
+    host_tiles = plan_tiles_on_host(p, tile_rows);
     max_tiles = static_cast<int64_t>(host_tiles.size());
     if (max_tiles == 0) return nullptr;  // no query rows
     const int num_tiles = static_cast<int>(host_tiles.size());
@@ -221,7 +227,7 @@ const char* execute(const Problem& p) {
     }
     // The device planner writes the tile list in stream order, without a host sync, so this call
     // can be captured. Sanitized requests never exceed this bound.
-    max_tiles = std::min<int64_t>((p.q_tokens + block_m - 1) / block_m + p.batch, std::numeric_limits<int>::max());
+    max_tiles = std::min<int64_t>((p.q_tokens + tile_rows - 1) / tile_rows + p.batch, std::numeric_limits<int>::max());
     if (kernel.planner == nullptr) raise(ErrorKind::runtime, "kernel {} has no device planner for GPU indptrs", kernel.name);
     if (max_tiles == 0) return nullptr;  // no query rows
     workspace.emplace(16 + sizeof(TsattnTile) * static_cast<size_t>(max_tiles), stream);
@@ -244,19 +250,18 @@ const char* execute(const Problem& p) {
   void* params_only[] = {&params};
   void* params_and_maps[] = {&params, &choice.maps};
   void** arguments = spec.family == KernelFamily::sm90a ? params_and_maps : params_only;
-  // CTA pairs (sm90a 16-bit): query heads 2k and 2k+1 of a tile share each K/V tile through TMA
-  // multicast, which needs both heads in one GQA group.
-  const bool paired = kernel.pairs_function != nullptr && kernel.max_active_pairs > 0 && p.group_size() % 2 == 0;
-  const int64_t pairs = std::min<int64_t>(items / 2, kernel.max_active_pairs);
-  const ListWalkers walkers = paired ? ListWalkers{pairs, 2} : ListWalkers{std::min(items, resident), 1};
+  const bool paired = pair_axis != PairAxis::none;
+  const int64_t pairs = std::min<int64_t>(pair_axis == PairAxis::heads ? items / 2 : items, kernel.max_active_pairs);
+  const ListWalkers walkers = pair_axis == PairAxis::heads ? ListWalkers{pairs, 2}
+                              : paired                     ? ListWalkers{pairs, 1}
+                                                           : ListWalkers{std::min(items, resident), 1};
   // sm90a e4m3 kernels walk one tile per chunk (kChunkedOrder in templates/sm90a/prefill_sm90a.cuh).
   const bool takes_chunks = !(spec.family == KernelFamily::sm90a && p.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN);
   params.tiles_per_chunk =
-      takes_chunks ? tiles_per_chunk(p, kernel.block_m, host_tiles.empty() ? nullptr : &host_tiles, max_tiles, walkers)
-                   : 1;
+      takes_chunks ? tiles_per_chunk(p, tile_rows, host_tiles.empty() ? nullptr : &host_tiles, max_tiles, walkers) : 1;
   if (paired) {
-    logf(LogLevel::debug, "launching {} in CTA pairs: {} clusters of 2, {} tiles per chunk", kernel.name, pairs,
-         params.tiles_per_chunk);
+    logf(LogLevel::debug, "launching {} in CTA pairs along {}: {} clusters of 2, {} tiles per chunk", kernel.name,
+         pair_axis_name(pair_axis), pairs, params.tiles_per_chunk);
     const driver::PairsLaunch launch(kernel, static_cast<unsigned>(pairs), stream);
     driver::check(cu.cuLaunchKernelEx(&launch.config, kernel.pairs_function, arguments, nullptr),
                   fmt::format("launching {} in CTA pairs", kernel.name));

@@ -21,11 +21,16 @@ namespace plan {
 constexpr int kThreads = 1024;
 constexpr int kBuckets = 128;
 
+// Rows per tile of the list: BLOCK_M, or 2 x BLOCK_M for CTA pairs along query tiles.
+__device__ __forceinline__ int tile_rows(const TsattnPrefillParams& p) {
+  return p.pair_tiles ? 2 * TSATTN_BLOCK_M : TSATTN_BLOCK_M;
+}
+
 // Keys the tile's rows can see, as the width of the union of their ranges (SPEC masks).
-__device__ __forceinline__ int tile_work(int q_len, int kv_len, int tile, int window_left) {
+__device__ __forceinline__ int tile_work(int q_len, int kv_len, int tile, int rows, int window_left) {
 #if TSATTN_MASK == 1
-  const int first_row = tile * TSATTN_BLOCK_M;
-  const int last_row = min(q_len, first_row + TSATTN_BLOCK_M) - 1;
+  const int first_row = tile * rows;
+  const int last_row = min(q_len, first_row + rows) - 1;
   // Bottom-right aligned diagonal; 64-bit so no window or length can overflow.
   const long long diag_first = static_cast<long long>(first_row) + kv_len - q_len;
   const long long diag_last = static_cast<long long>(last_row) + kv_len - q_len;
@@ -36,6 +41,7 @@ __device__ __forceinline__ int tile_work(int q_len, int kv_len, int tile, int wi
 #else
   (void)q_len;
   (void)tile;
+  (void)rows;
   (void)window_left;
   return kv_len;
 #endif
@@ -53,22 +59,23 @@ __device__ __forceinline__ int work_bucket(int work) {
 }  // namespace tsattn_dev
 
 // Writes tiles[0 .. *num_tiles) heaviest first. `capacity` bounds the list (the host sizes it as
-// ceil(q_tokens / BLOCK_M) + batch, which no sanitized indptr can exceed).
+// ceil(q_tokens / rows) + batch, which no sanitized indptr can exceed).
 extern "C" __global__ void __launch_bounds__(tsattn_dev::plan::kThreads)
     tsattn_plan_tiles(const __grid_constant__ TsattnPrefillParams params, TsattnTile* tiles, int* num_tiles,
                       int capacity) {
   using namespace tsattn_dev;
   __shared__ int counts[plan::kBuckets];
   __shared__ int cursor[plan::kBuckets];
+  const int rows = plan::tile_rows(params);
   for (int i = threadIdx.x; i < plan::kBuckets; i += blockDim.x) counts[i] = 0;
   __syncthreads();
 
   // Pass 1: how many tiles fall in each work bucket.
   for (int b = threadIdx.x; b < params.batch; b += blockDim.x) {
     const RequestExtent r = request_extent(params, b);
-    const int count = (r.q_len + TSATTN_BLOCK_M - 1) / TSATTN_BLOCK_M;
+    const int count = (r.q_len + rows - 1) / rows;
     for (int t = 0; t < count; ++t)
-      atomicAdd(&counts[plan::work_bucket(plan::tile_work(r.q_len, r.kv_len, t, params.window_left))], 1);
+      atomicAdd(&counts[plan::work_bucket(plan::tile_work(r.q_len, r.kv_len, t, rows, params.window_left))], 1);
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -84,9 +91,9 @@ extern "C" __global__ void __launch_bounds__(tsattn_dev::plan::kThreads)
   // Pass 2: every tile into its bucket's next slot.
   for (int b = threadIdx.x; b < params.batch; b += blockDim.x) {
     const RequestExtent r = request_extent(params, b);
-    const int count = (r.q_len + TSATTN_BLOCK_M - 1) / TSATTN_BLOCK_M;
+    const int count = (r.q_len + rows - 1) / rows;
     for (int t = 0; t < count; ++t) {
-      const int slot = atomicAdd(&cursor[plan::work_bucket(plan::tile_work(r.q_len, r.kv_len, t, params.window_left))], 1);
+      const int slot = atomicAdd(&cursor[plan::work_bucket(plan::tile_work(r.q_len, r.kv_len, t, rows, params.window_left))], 1);
       if (slot < capacity) tiles[slot] = TsattnTile{b, t};
     }
   }

@@ -57,7 +57,7 @@
 #error "the generated source must define TSATTN_KERNEL_NAME, TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS"
 #endif
 
-static_assert(TSATTN_PARAMS_VERSION == 3, "sm90a kernel written against TsattnPrefillParams v3");
+static_assert(TSATTN_PARAMS_VERSION == 4, "sm90a kernel written against TsattnPrefillParams v4");
 
 namespace tsattn_dev {
 namespace sm90a {
@@ -199,15 +199,18 @@ __device__ __forceinline__ KeyTiles tiles_covering(int lo, int hi) {
   return {first, (hi - first) / kBlockN + 1};
 }
 
-__device__ __forceinline__ KeyTiles key_tiles_of(const TsattnPrefillParams& p, const WorkItem& item, int lane) {
+// The key tiles of rows row0 .. row0 + kRows - 1 below q_len (kRows: BLOCK_M, or a tile pair's
+// 2 x BLOCK_M, whose two CTAs walk the union of their tiles' ranges).
+template <int kRows>
+__device__ __forceinline__ KeyTiles key_tiles_of(const TsattnPrefillParams& p, const WorkItem& item, int row0,
+                                                 int lane) {
   const RequestExtent& req = item.extent;
-  const int row0 = item.q_tile * kBlockM;
-  const int last_row = min(row0 + kBlockM, req.q_len) - 1;  // >= row0: work_item() checked row0 < q_len
+  const int last_row = min(row0 + kRows, req.q_len) - 1;  // >= row0: the caller checked row0 < q_len
 #if TSATTN_MASK == 2
   // Per-row bounds from memory: a warp reduction (lane l takes rows l, l + 32, ...).
   int lo = kEmptyLo, hi = kEmptyHi;
 #pragma unroll
-  for (int r = lane; r < kBlockM; r += 32) {
+  for (int r = lane; r < kRows; r += 32) {
     if (row0 + r <= last_row) {
       const KeyRange range = row_key_range(p, req, item.request, row0 + r);
       lo = min(lo, range.lo);
@@ -232,26 +235,65 @@ __device__ __forceinline__ KeyTiles key_tiles_of(const TsattnPrefillParams& p, c
 #endif
 }
 
-// Work slots: one CTA per item (kCtas 1), slot = item; CTA pairs, slot s is items 2s and 2s + 1,
-// and cluster rank r takes item 2s + r: query heads 2k and 2k + 1 of one tile (work_items.cuh keeps
-// them adjacent; the host pairs only even GQA groups, so both heads read one kv head). Both CTAs of
-// a cluster walk the same slots, so their K/V rings fill and drain in step.
+// Work slots. One CTA per item (kCtas 1): slot = item. CTA pairs (kCtas 2) walk slots side by
+// side, so their K/V rings fill and drain in step, in one of two ways (params.pair_tiles):
+//   along heads (0): slot s is items 2s and 2s + 1, and cluster rank r takes item 2s + r: query
+//     heads 2k and 2k + 1 of one tile (item_order.cuh keeps them adjacent; the host pairs this way
+//     only even GQA groups, so both heads read one kv head);
+//   along query tiles (1): the list's tiles are 2 x BLOCK_M rows (the host plans them so); slot s
+//     is item s and rank r takes BLOCK_M-row tile 2q + r of its tile q. Both CTAs walk the key
+//     tiles of all 2 x BLOCK_M rows, so they read the same K/V (MHA and odd groups; each CTA masks
+//     the keys its own rows do not see, and a CTA whose tile lies past q_len computes rows that
+//     are never written).
+// Pairs along query tiles only for dense and plain causal masks, where the pair's union costs at
+// most one key tile: a window would walk one more at its far end, and a variable window's union is
+// unknown (also, the 2 x BLOCK_M-row range reduction spilled in the 24-register producer).
+constexpr bool kTilePairable = kPairable && TSATTN_MASK != 2 && !TSATTN_WINDOW;
+
+template <u32 kCtas>
+__device__ __forceinline__ bool pairs_along_tiles(const TsattnPrefillParams& p) {
+  if constexpr (kCtas == 2 && kTilePairable)
+    return p.pair_tiles != 0;
+  else
+    return false;
+}
+
+template <u32 kCtas>
+__device__ __forceinline__ WorkList slot_list(const TsattnPrefillParams& p) {
+  return pairs_along_tiles<kCtas>(p) ? work_list<2 * kBlockM>(p) : work_list<kBlockM>(p);
+}
+
 struct SlotWalk {
   i64 first, end, step;
 };
 
 template <u32 kCtas>
-__device__ __forceinline__ SlotWalk slot_walk(const WorkList& list) {
-  return {static_cast<i64>(blockIdx.x / kCtas), list.items / kCtas, static_cast<i64>(gridDim.x / kCtas)};
+__device__ __forceinline__ SlotWalk slot_walk(const TsattnPrefillParams& p, const WorkList& list) {
+  const i64 items_per_slot = kCtas == 2 && !pairs_along_tiles<kCtas>(p) ? 2 : 1;
+  return {static_cast<i64>(blockIdx.x / kCtas), list.items / items_per_slot, static_cast<i64>(gridDim.x / kCtas)};
 }
 
+// This CTA's item in slot `slot`, as its own BLOCK_M-row tile (item.q_tile counts BLOCK_M rows).
+// False when the slot gives it nothing.
 template <u32 kCtas>
-__device__ __forceinline__ i64 item_of_slot(i64 slot) {
+__device__ __forceinline__ bool slot_item(const TsattnPrefillParams& p, const WorkList& list, i64 slot, WorkItem& item) {
   if constexpr (kCtas == 1) {
-    return slot;
+    return work_item<kBlockM, kChunkedOrder>(p, list, slot, item);
+  } else if (pairs_along_tiles<kCtas>(p)) {
+    if (!work_item<2 * kBlockM, kChunkedOrder>(p, list, slot, item)) return false;
+    item.q_tile = 2 * item.q_tile + static_cast<int>(cluster_ctarank());
+    return true;
   } else {
-    return 2 * slot + cluster_ctarank();
+    return work_item<kBlockM, kChunkedOrder>(p, list, 2 * slot + cluster_ctarank(), item);
   }
+}
+
+// The key tiles the CTA walks for its item: its tile's, or in a pair along query tiles those of
+// both tiles of the pair (q_tile with its lowest bit cleared is the pair's first).
+template <u32 kCtas>
+__device__ __forceinline__ KeyTiles slot_key_tiles(const TsattnPrefillParams& p, const WorkItem& item, int lane) {
+  if (pairs_along_tiles<kCtas>(p)) return key_tiles_of<2 * kBlockM>(p, item, (item.q_tile & ~1) * kBlockM, lane);
+  return key_tiles_of<kBlockM>(p, item, item.q_tile * kBlockM, lane);
 }
 
 // Arrivals per phase of a K or V empty barrier, and the release of a stage once this thread's
@@ -337,13 +379,13 @@ __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const
   const int lane = threadIdx.x % 32;
   const bool leader = elect_one_sync();
   const int group_size = params.group_size > 0 ? params.group_size : 1;
-  const WorkList list = work_list<kBlockM>(params);
+  const WorkList list = slot_list<kCtas>(params);
   u32 q_uses = 0, kv_uses = 0;
-  const SlotWalk walk = slot_walk<kCtas>(list);
+  const SlotWalk walk = slot_walk<kCtas>(params, list);
   for (i64 slot = walk.first; slot < walk.end; slot += walk.step) {
     WorkItem item;
-    if (!work_item<kBlockM, kChunkedOrder>(params, list, item_of_slot<kCtas>(slot), item)) continue;
-    const KeyTiles tiles = key_tiles_of(params, item, lane);
+    if (!slot_item<kCtas>(params, list, slot, item)) continue;
+    const KeyTiles tiles = slot_key_tiles<kCtas>(params, item, lane);
     if (tiles.num_tiles == 0) continue;  // the consumers write zeros without Q or K/V
     if (leader) {
       const int batch = batch_coord(item);
@@ -769,15 +811,15 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 s
   const int t = threadIdx.x % 128;  // thread within the warpgroup
   const int lane = t % 32, warp = t / 32, g = lane / 4, c = lane % 4;
   const int row_in_tile = 64 * consumer + 16 * warp + g;  // this thread's first row (second: + 8)
-  const WorkList list = work_list<kBlockM>(params);
+  const WorkList list = slot_list<kCtas>(params);
   u32 q_uses = 0, kv_uses = 0;
   if (consumer == 1) turn_end(consumer);  // consumer 0 issues first
 
-  const SlotWalk walk = slot_walk<kCtas>(list);
+  const SlotWalk walk = slot_walk<kCtas>(params, list);
   for (i64 slot = walk.first; slot < walk.end; slot += walk.step) {
     WorkItem item;
-    if (!work_item<kBlockM, kChunkedOrder>(params, list, item_of_slot<kCtas>(slot), item)) continue;
-    const KeyTiles tiles = key_tiles_of(params, item, lane);
+    if (!slot_item<kCtas>(params, list, slot, item)) continue;
+    const KeyTiles tiles = slot_key_tiles<kCtas>(params, item, lane);
     RowState rows;
     int warp_full_from = -0x7FFFFFFF - 1, warp_full_to = 0x7FFFFFFF;
 #pragma unroll
@@ -866,6 +908,8 @@ extern "C" __device__ const int tsattn_threads_per_cta = tsattn_dev::sm90a::kThr
 extern "C" __device__ const int tsattn_block_m = TSATTN_BLOCK_M;
 // 2: the module also has TSATTN_KERNEL_NAME_pairs, for launches in clusters of 2 CTAs.
 extern "C" __device__ const int tsattn_max_cluster_size = tsattn_dev::sm90a::kPairable ? 2 : 1;
+// 1: that kernel also pairs along query tiles (params.pair_tiles; plan/cta_pairs.hpp).
+extern "C" __device__ const int tsattn_pairs_along_tiles = tsattn_dev::sm90a::kTilePairable ? 1 : 0;
 
 extern "C" __global__ void __launch_bounds__(384, 1)
     TSATTN_KERNEL_NAME(const __grid_constant__ TsattnPrefillParams params,

@@ -254,21 +254,23 @@ TEST_SUITE("gpu/attention") {
     MESSAGE(summary.text());
   }
 
-  TEST_CASE("Hopper: CTA pairs (K/V multicast) for even GQA groups, one CTA per item otherwise") {
+  TEST_CASE("Hopper: CTA pairs (K/V multicast) along heads for even GQA groups, along query tiles otherwise") {
     TSATTN_REQUIRE_GPU();
     if (!hopper_family_selected()) return;
     std::mt19937_64 rng(test_seed());
     ErrorSummary summary;
     CapturedLog log(LogLevel::debug);
     size_t launches_seen = 0;
-    // check_case launches the kernel once: its launch line says how.
-    auto run = [&](const AttentionCase& c, bool expect_pairs) {
+    // check_case launches the kernel once: its launch line says how (plan/cta_pairs.hpp).
+    // `axis`: "heads", "query tiles", or "" for one CTA per item.
+    auto run = [&](const AttentionCase& c, const std::string& axis) {
       check_case(c, rng, summary);
       const std::vector<std::string> launches = log.lines_with_prefix("launching prefill.");
       INFO(c.describe());
       REQUIRE(launches.size() == launches_seen + 1);
       launches_seen = launches.size();
-      const std::string expected = "launching " + last_kernel() + (expect_pairs ? " in CTA pairs" : ": one CTA per");
+      const std::string expected =
+          "launching " + last_kernel() + (axis.empty() ? ": one CTA per" : " in CTA pairs along " + axis + ":");
       CHECK(launches.back().rfind(expected, 0) == 0);
     };
     AttentionCase c;  // group 2, odd lengths, dense D128 (the 160-key tile)
@@ -276,11 +278,25 @@ TEST_SUITE("gpu/attention") {
     c.kv_lens = {127};
     c.num_qo_heads = 6;
     c.num_kv_heads = 3;
-    run(c, true);
-    c.num_qo_heads = 3;  // group 1 (MHA)
-    run(c, false);
+    run(c, "heads");
+    c.num_qo_heads = 3;  // group 1 (MHA): 2 query tiles, one pair
+    run(c, "query tiles");
     c.num_qo_heads = 9;  // group 3
-    run(c, false);
+    c.q_lens = {300};     // 3 query tiles: the second pair's second tile lies past q_len
+    c.kv_lens = {300};
+    run(c, "query tiles");
+    // Causal MHA, B3, D256 fp16: the first tile of a pair walks one key tile it masks entirely.
+    AttentionCase causal = c;
+    causal.mask = TSATTN_MASK_CAUSAL;
+    causal.num_qo_heads = causal.num_kv_heads = 2;
+    causal.q_lens = {385, 385, 385};
+    causal.kv_lens = {500, 500, 500};
+    causal.head_dim = 256;
+    causal.input_dtype = causal.output_dtype = TSATTN_DTYPE_FLOAT16;
+    run(causal, "query tiles");
+    // With a window a pair would walk a second extra key tile: one CTA per item.
+    causal.window_left = 100;
+    run(causal, "");
     // Packed, causal with a window, D256 fp16, empty and 1-row requests, indptrs on the GPU.
     AttentionCase packed;
     packed.packed = true;
@@ -293,13 +309,22 @@ TEST_SUITE("gpu/attention") {
     packed.input_dtype = packed.output_dtype = TSATTN_DTYPE_FLOAT16;
     packed.num_qo_heads = 8;
     packed.num_kv_heads = 2;
-    run(packed, true);
+    run(packed, "heads");
     // A request's NaN V rows must not reach its neighbours through the paired, multicast tiles.
     packed.device_indptr = false;
     packed.window_left = -1;
     packed.head_dim = 128;
     packed.nan_v_request = 2;
-    run(packed, true);
+    run(packed, "heads");
+    // The same along query tiles (MHA): host-planned and device-planned lists of 256-row tiles,
+    // with requests of 1, 0, 129 (a pair with a 1-row second tile) and 300 rows.
+    packed.num_qo_heads = packed.num_kv_heads = 3;
+    packed.q_lens = {1, 0, 300, 129};
+    packed.kv_lens = {1, 9, 420, 129};
+    run(packed, "query tiles");
+    packed.device_indptr = true;
+    packed.mask = TSATTN_MASK_DENSE;
+    run(packed, "query tiles");
     // Variable windows; fp8 inputs are never paired (one slab per K row).
     AttentionCase vwin;
     vwin.packed = true;
@@ -308,9 +333,12 @@ TEST_SUITE("gpu/attention") {
     vwin.mask = TSATTN_MASK_VARIABLE_WINDOW;
     vwin.num_qo_heads = 4;
     vwin.num_kv_heads = 2;
-    run(vwin, true);
+    run(vwin, "heads");
+    vwin.num_qo_heads = 2;  // MHA: unknown unions, one CTA per item
+    run(vwin, "");
+    vwin.num_qo_heads = 4;
     vwin.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;
-    run(vwin, false);
+    run(vwin, "");
     MESSAGE(summary.text());
   }
 

@@ -101,6 +101,11 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
             fmt::format("kernel {}: allowing {} bytes of dynamic shared memory ({})", source.name,
                         kernel->dynamic_smem_bytes, pairs_symbol));
       kernel->max_active_pairs = max_active_pairs(kernel->pairs_function, *kernel);
+      CUdeviceptr tiles_global = 0;
+      size_t tiles_bytes = 0;
+      kernel->pairs_along_tiles =
+          cu.cuModuleGetGlobal(&tiles_global, &tiles_bytes, module, "tsattn_pairs_along_tiles") == CUDA_SUCCESS &&
+          read_int_global(tiles_global, tiles_bytes, "tsattn_pairs_along_tiles", source.name) == 1;
     }
     if (kernel->ctas_per_multiprocessor < 1)
       throw Error(ErrorKind::runtime, fmt::format("kernel {} cannot run on this GPU: {} threads with {} bytes of "

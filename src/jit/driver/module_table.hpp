@@ -29,6 +29,9 @@ struct LoadedKernel {
   // at once (0: pairs are not possible).
   CUfunction pairs_function = nullptr;
   int max_active_pairs = 0;
+  // Whether pairs_function also pairs along query tiles (tsattn_pairs_along_tiles: dense and plain
+  // causal modules; plan/cta_pairs.hpp), besides along heads.
+  bool pairs_along_tiles = false;
 };
 
 // A launch of kernel.pairs_function as `clusters` clusters of 2 CTAs on `stream`: the one place

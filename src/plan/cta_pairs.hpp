@@ -1,0 +1,38 @@
+// cta_pairs.hpp - whether a launch runs in CTA pairs, and along which axis.
+//
+// The sm90a 16-bit modules carry a second kernel launched in clusters of 2 CTAs that share every
+// K/V tile through TMA multicast, which halves the L2 -> shared memory traffic; on a GPU held at
+// its power limit that energy is clock (docs/PERF.md, sm90a v7/v8/v12). The two CTAs must read
+// the same K/V tiles:
+//   along heads: query heads 2k and 2k + 1 of one query tile, one kv head when the GQA group is
+//     even;
+//   along query tiles: BLOCK_M-row tiles 2q and 2q + 1 of one head (MHA and odd groups). Both walk
+//     the union of the two tiles' key ranges: the same keys for a dense mask, one more key tile
+//     for the first tile of a causal pair. The module says whether it pairs this way
+//     (tsattn_pairs_along_tiles in templates/sm90a/prefill_sm90a.cuh: dense and plain causal
+//     masks; a window would walk another key tile at its far end, per-row windows unknown unions).
+#pragma once
+
+#include <cstdint>
+
+#include "api/problem.hpp"
+
+namespace tsattn {
+
+enum class PairAxis { none, heads, query_tiles };
+
+// What the loaded module's pairs kernel can do (null pairs kernel, or no cluster of two fits on
+// the device: neither).
+struct PairsKernel {
+  bool along_heads = false;
+  bool along_query_tiles = false;
+};
+
+PairAxis choose_pair_axis(const Problem& p, PairsKernel kernel);
+
+// Rows per tile of the work list: a pair along query tiles plans tiles of both CTAs' rows.
+int64_t list_tile_rows(PairAxis axis, int64_t block_m);
+
+const char* pair_axis_name(PairAxis axis);  // "heads", "query tiles" ("none")
+
+}  // namespace tsattn
