@@ -121,9 +121,9 @@ constexpr u32 kKStageBytes = kSlabs * kKvSlabBytes;
 constexpr u32 kVStageBytes = kE4m3Inputs ? kVtSlabs * kVtSlabBytes : kKStageBytes;
 constexpr int kStages = 2;
 // CTA pairs: the module's second kernel, TSATTN_KERNEL_NAME_pairs, is launched in clusters of 2
-// (the host does so when the GQA group is even); the two CTAs take query heads 2k and 2k+1 of one
-// query tile, which read the same K/V tiles; each producer loads half of every K/V tile's slabs
-// and multicasts them into both CTAs. That halves the L2 -> shared memory traffic, and on a GPU
+// whose CTAs read the same K/V tiles: query heads 2k and 2k+1 of one query tile (even GQA groups),
+// or query tiles 2q and 2q+1 of one head (MHA and odd groups; slot_item below); each producer
+// loads half of every K/V tile's slabs and multicasts them into both CTAs. That halves the L2 -> shared memory traffic, and on a GPU
 // held at its power limit the energy saved raises the clock (docs/PERF.md, sm90a v7). Both kernels
 // are this file's code, templated on kCtas (CTAs per cluster: 1 or 2). 16-bit tiles split by slab
 // (2 or 4 per K/V row); e4m3 (one K slab at D128, V^T in 128-key slabs) has no pairs kernel.
