@@ -255,10 +255,10 @@ const char* execute(const Problem& p) {
   const ListWalkers walkers = pair_axis == PairAxis::heads ? ListWalkers{pairs, 2}
                               : paired                     ? ListWalkers{pairs, 1}
                                                            : ListWalkers{std::min(items, resident), 1};
-  // sm90a e4m3 kernels walk one tile per chunk (kChunkedOrder in templates/sm90a/prefill_sm90a.cuh).
-  const bool takes_chunks = !(spec.family == KernelFamily::sm90a && p.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN);
+  // Kernels that walk one tile per chunk (sm90a e4m3: kChunkedOrder) say so in tsattn_chunked_order.
   params.tiles_per_chunk =
-      takes_chunks ? tiles_per_chunk(p, tile_rows, host_tiles.empty() ? nullptr : &host_tiles, max_tiles, walkers) : 1;
+      kernel.chunked_order ? tiles_per_chunk(p, tile_rows, host_tiles.empty() ? nullptr : &host_tiles, max_tiles, walkers)
+                           : 1;
   if (paired) {
     logf(LogLevel::debug, "launching {} in CTA pairs along {}: {} clusters of 2, {} tiles per chunk", kernel.name,
          pair_axis_name(pair_axis), pairs, params.tiles_per_chunk);

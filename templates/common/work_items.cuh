@@ -45,7 +45,7 @@ struct WorkItem {
 // the checks only make a corrupt entry do nothing instead of addressing outside the tensors.
 // The result is uniform over the CTA. kChunked false: one tile per chunk whatever tiles_per_chunk
 // says (query head w % heads of tile w / heads), for kernels whose key loop the chunk arithmetic
-// slows down (the host then plans one tile per chunk too: plan/work_order.hpp).
+// slows down (such a module exports tsattn_chunked_order = 0, and the host plans one tile per chunk).
 template <int kBlockM, bool kChunked = true>
 __device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const WorkList& list, i64 w, WorkItem& item) {
   ItemPlace place = {0, 0};

@@ -40,6 +40,8 @@ static_assert(TSATTN_PARAMS_VERSION == 4, "sm80 kernel written against TsattnPre
 extern "C" __device__ const int tsattn_dynamic_smem_bytes = tsattn_dev::sm80::kSmemBytes;
 extern "C" __device__ const int tsattn_threads_per_cta = tsattn_dev::sm80::kThreads;
 extern "C" __device__ const int tsattn_block_m = TSATTN_BLOCK_M;
+// 1: the kernel decodes the work list in chunks of params.tiles_per_chunk tiles (work_item's default).
+extern "C" __device__ const int tsattn_chunked_order = 1;
 
 namespace tsattn_dev {
 namespace sm80 {

@@ -906,6 +906,9 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params, c
 extern "C" __device__ const int tsattn_dynamic_smem_bytes = tsattn_dev::sm90a::kSmemBytes;
 extern "C" __device__ const int tsattn_threads_per_cta = tsattn_dev::sm90a::kThreads;
 extern "C" __device__ const int tsattn_block_m = TSATTN_BLOCK_M;
+// 1: the kernels decode the work list in chunks of params.tiles_per_chunk tiles; 0: one tile per
+// chunk whatever the params say (kChunkedOrder), and the host then plans no chunks.
+extern "C" __device__ const int tsattn_chunked_order = tsattn_dev::sm90a::kChunkedOrder ? 1 : 0;
 // 2: the module also has TSATTN_KERNEL_NAME_pairs, for launches in clusters of 2 CTAs.
 extern "C" __device__ const int tsattn_max_cluster_size = tsattn_dev::sm90a::kPairable ? 2 : 1;
 // 1: that kernel also pairs along query tiles (params.pair_tiles; plan/cta_pairs.hpp).

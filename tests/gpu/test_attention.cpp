@@ -339,6 +339,18 @@ TEST_SUITE("gpu/attention") {
     vwin.num_qo_heads = 4;
     vwin.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;
     run(vwin, "");
+    // Chunks of the work list (plan/work_order.hpp): a dense list is one chunk of all its tiles,
+    // except for kernels that decode one tile per chunk (e4m3: tsattn_chunked_order = 0).
+    AttentionCase chunks;  // 3 query tiles, group 2
+    chunks.q_lens = {300};
+    chunks.kv_lens = {200};
+    chunks.num_qo_heads = 4;
+    chunks.num_kv_heads = 2;
+    run(chunks, "heads");
+    CHECK(log.lines_with_prefix("launching prefill.").back().ends_with(", 3 tiles per chunk"));
+    chunks.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;
+    run(chunks, "");
+    CHECK(log.lines_with_prefix("launching prefill.").back().ends_with(", 1 tiles per chunk"));
     MESSAGE(summary.text());
   }
 

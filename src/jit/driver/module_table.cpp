@@ -79,6 +79,7 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
     kernel->dynamic_smem_bytes = read_module_int(module, "tsattn_dynamic_smem_bytes", source.name);
     kernel->threads_per_cta = read_module_int(module, "tsattn_threads_per_cta", source.name);
     kernel->block_m = read_module_int(module, "tsattn_block_m", source.name);
+    kernel->chunked_order = read_module_int(module, "tsattn_chunked_order", source.name) == 1;
     // Kernels above 48 KB of dynamic shared memory must opt in explicitly.
     check(cu.cuFuncSetAttribute(kernel->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                 kernel->dynamic_smem_bytes),
