@@ -80,7 +80,8 @@ KernelChoice choose_kernel(const Problem& p, const driver::DeviceInfo& device, A
     return portable;
   }
   choice.tile = tile_config(choice.spec);
-  TensorMapsOrReason maps = make_tensor_maps(p, choice.tile.block_m, choice.tile.block_n);
+  TensorMapsOrReason maps =
+      make_tensor_maps(p, choice.tile.block_m, choice.tile.block_n, output_store_bytes(choice.spec));
   if (!maps.ok()) {
     log_fallback(choice.spec, portable.spec, maps.reason);
     return portable;

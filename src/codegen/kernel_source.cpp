@@ -58,6 +58,7 @@ GeneratedSource generate_source(const KernelSpec& spec) {
       "#define TSATTN_BLOCK_M {block_m}\n"
       "#define TSATTN_BLOCK_N {block_n}\n"
       "#define TSATTN_NUM_WARPS {num_warps}\n"
+      "{staged}"
       "#include \"{entry}\"\n{planner}{transpose}",
       fmt::arg("name", out.name), fmt::arg("symbol", out.symbol), fmt::arg("head_dim", spec.head_dim),
       fmt::arg("input", dtype_code(spec.input_dtype)), fmt::arg("output", dtype_code(spec.output_dtype)),
@@ -65,6 +66,10 @@ GeneratedSource generate_source(const KernelSpec& spec) {
       fmt::arg("packed", spec.layout == Layout::packed ? 1 : 0), fmt::arg("block_m", tile.block_m),
       fmt::arg("block_n", tile.block_n), fmt::arg("num_warps", tile.num_warps),
       fmt::arg("entry", family_entry_header(spec.family)),
+      // sm90a: O through shared memory in 16-byte row chunks, or element pairs from registers.
+      fmt::arg("staged", spec.family == KernelFamily::sm90a
+                             ? fmt::format("#define TSATTN_STAGED_OUTPUT {}\n", stages_output(spec) ? 1 : 0)
+                             : std::string()),
       // Packed layouts can plan on the device (indptrs on the GPU, graph capture).
       fmt::arg("planner", spec.layout == Layout::packed ? "#include \"plan/device_plan.cuh\"\n" : ""),
       fmt::arg("transpose", transposes_v(spec) ? "#include \"sm90a/transpose_v.cuh\"\n" : ""));

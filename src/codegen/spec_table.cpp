@@ -164,6 +164,16 @@ TileConfig tile_config(const KernelSpec& spec) {
   return {0, 0, 0};
 }
 
+bool stages_output(const KernelSpec& spec) {
+  const bool output_16bit = spec.output_dtype != TSATTN_DTYPE_FLOAT8_E4M3FN;
+  return spec.family == KernelFamily::sm90a && spec.head_dim == 128 && output_16bit;
+}
+
+int output_store_bytes(const KernelSpec& spec) {
+  if (stages_output(spec)) return 16;
+  return spec.output_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN ? 2 : 4;
+}
+
 bool transposes_v(const KernelSpec& spec) {
   return spec.family == KernelFamily::sm90a && spec.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN;
 }

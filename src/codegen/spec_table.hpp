@@ -40,6 +40,16 @@ std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch);
 // The tile of a supported spec.
 TileConfig tile_config(const KernelSpec& spec);
 
+// How the kernel writes out. sm90a D128 kernels with 16-bit outputs stage each consumer warp's
+// 16 x 128 block of O in shared memory (stmatrix) and store it as 16-byte row chunks: fewer, wider
+// global stores at each item's end (docs/PERF.md, sm90a v13). Every other kernel stores element
+// pairs from registers (D256 has no shared memory left for the staging; e4m3 outputs are 8-bit).
+bool stages_output(const KernelSpec& spec);
+
+// Bytes one store of out writes (16 when staged, else two output elements): out's address and
+// strides must be multiples of it (plan/tensor_maps.cpp).
+int output_store_bytes(const KernelSpec& spec);
+
 // Whether the spec's module also has tsattn_transpose_v, which must write V^T into a workspace
 // before the attention kernel runs (sm90a with e4m3 inputs; prefill_params.h says the layout).
 bool transposes_v(const KernelSpec& spec);

@@ -90,21 +90,24 @@ std::optional<std::string> describe(const char* name, const TokenTensor& t, int 
   return std::nullopt;
 }
 
-// out is written with plain stores of element pairs (two f16/bf16 or fp8 values per store), so
-// every pair must start on a pair boundary. Size-1 dimensions are exempt, as above.
-std::optional<std::string> check_output(const Problem& p) {
-  const int64_t pair_bytes = 2 * dtype_size(p.output_dtype);
+// out is written with plain stores of out_store_bytes each (codegen/spec_table.hpp: element
+// pairs, or 16-byte row chunks where the kernel stages O in shared memory), so out's address and
+// strides must be multiples of that. Size-1 dimensions are exempt, as above.
+std::optional<std::string> check_output(const Problem& p, int out_store_bytes) {
+  const char* const stores = out_store_bytes == 16 ? "16-byte row chunks" : "pairs of elements";
   const auto address = reinterpret_cast<uintptr_t>(p.out.data);
-  if (address % static_cast<uintptr_t>(pair_bytes) != 0)
-    return fmt::format("out.data={:#x} is not {}-byte aligned; the sm90a kernel stores pairs of elements", address,
-                       pair_bytes);
+  if (address % static_cast<uintptr_t>(out_store_bytes) != 0)
+    return fmt::format("out.data={:#x} is not {}-byte aligned; the sm90a kernel stores {}", address, out_store_bytes,
+                       stores);
   const Extents e = q_extents(p);
   const int64_t extents[3] = {e.heads, e.tokens, e.batch};
   const int64_t strides[3] = {p.out.head_stride, p.out.token_stride, p.out.batch_stride};
-  for (int i = 0; i < 3; ++i)
-    if (extents[i] > 1 && strides[i] % 2 != 0)
-      return fmt::format("out {} stride is {} elements, an odd number; the sm90a kernel stores pairs of elements",
-                         kStridedDims[i], strides[i]);
+  for (int i = 0; i < 3; ++i) {
+    const int64_t bytes = strides[i] * dtype_size(p.output_dtype);
+    if (extents[i] > 1 && bytes % out_store_bytes != 0)
+      return fmt::format("out {} stride is {} elements ({} bytes), not a multiple of {} bytes; the sm90a kernel stores {}",
+                         kStridedDims[i], strides[i], bytes, out_store_bytes, stores);
+  }
   return std::nullopt;
 }
 
@@ -159,7 +162,7 @@ std::optional<std::string> encode_one(const driver::Api& cu, CUtensorMapDataType
 
 }  // namespace
 
-TensorMapPlanOrReason plan_tensor_maps(const Problem& p, int block_m, int block_n) {
+TensorMapPlanOrReason plan_tensor_maps(const Problem& p, int block_m, int block_n, int out_store_bytes) {
   TensorMapPlanOrReason result;
   TensorMapPlan plan;
   const bool e4m3 = p.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN;
@@ -178,7 +181,7 @@ TensorMapPlanOrReason plan_tensor_maps(const Problem& p, int block_m, int block_
       why = describe("v", p.v, p.head_dim, kv_extents(p), block_n, element_bytes, plan.v);
     }
   }
-  if (!why) why = check_output(p);
+  if (!why) why = check_output(p, out_store_bytes);
   if (why) {
     result.reason = std::move(*why);
   } else {
@@ -211,8 +214,8 @@ void encode_transposed_v_map(const TransposedV& transposed, void* base, TsattnTm
     raise(ErrorKind::runtime, "{}", *why);
 }
 
-TensorMapsOrReason make_tensor_maps(const Problem& p, int block_m, int block_n) {
-  TensorMapPlanOrReason planned = plan_tensor_maps(p, block_m, block_n);
+TensorMapsOrReason make_tensor_maps(const Problem& p, int block_m, int block_n, int out_store_bytes) {
+  TensorMapPlanOrReason planned = plan_tensor_maps(p, block_m, block_n, out_store_bytes);
   if (!planned.plan) {
     TensorMapsOrReason result;
     result.reason = std::move(planned.reason);

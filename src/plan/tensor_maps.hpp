@@ -2,7 +2,7 @@
 // reason a problem cannot have them.
 //
 // Two steps. plan_tensor_maps() holds the problem to TMA's rules and to the sm90a kernel's own
-// (out written as aligned element pairs) and lays out what cuTensorMapEncodeTiled will be given;
+// (out written in aligned stores of out_store_bytes: codegen/spec_table.hpp) and lays out what cuTensorMapEncodeTiled will be given;
 // it is pure (no driver), so the rules are unit-tested without a GPU. encode_tensor_maps() hands
 // that layout to the driver. Neither throws for any problem: every failure is a human-readable
 // reason, and api/execute.cpp then runs the problem on the sm80 family.
@@ -60,16 +60,17 @@ struct TensorMapsOrReason {
   bool ok() const { return reason.empty(); }
 };
 
-// The three maps of p for a kernel with BLOCK_M block_m and BLOCK_N block_n, or the first rule
-// p breaks. No driver call.
-TensorMapPlanOrReason plan_tensor_maps(const Problem& p, int block_m, int block_n);
+// The three maps of p for a kernel with BLOCK_M block_m and BLOCK_N block_n that writes out in
+// stores of out_store_bytes (output_store_bytes of its spec), or the first rule p breaks. No
+// driver call.
+TensorMapPlanOrReason plan_tensor_maps(const Problem& p, int block_m, int block_n, int out_store_bytes);
 
 // cuTensorMapEncodeTiled for q, k and v; a non-success result becomes a reason naming the tensor
 // and the CUresult. Needs the driver (a GPU is not needed to encode).
 TensorMapsOrReason encode_tensor_maps(const TensorMapPlan& plan);
 
 // Both steps. Builds no string when p is eligible.
-TensorMapsOrReason make_tensor_maps(const Problem& p, int block_m, int block_n);
+TensorMapsOrReason make_tensor_maps(const Problem& p, int block_m, int block_n, int out_store_bytes);
 
 // Encodes V^T's map for a workspace at `base` into `out`; throws Error(runtime) if the driver
 // refuses (the geometry is the library's own, so that is a bug, not a property of the call).

@@ -62,6 +62,10 @@ TEST_SUITE("codegen/specs") {
               CHECK(is_supported(s));
               // Only e4m3 inputs need V^T: 8-bit wgmma reads B K-major.
               CHECK(transposes_v(s) == (input == TSATTN_DTYPE_FLOAT8_E4M3FN));
+              // O staged in shared memory: D128 with 16-bit outputs (D256 has no room left).
+              const bool out_8bit = output == TSATTN_DTYPE_FLOAT8_E4M3FN;
+              CHECK(stages_output(s) == (head_dim == 128 && !out_8bit));
+              CHECK(output_store_bytes(s) == (stages_output(s) ? 16 : out_8bit ? 2 : 4));
               // e4m3 tiles: whole 32-key V^T groups; D128 takes 192 keys but for variable windows.
               if (input == TSATTN_DTYPE_FLOAT8_E4M3FN)
                 CHECK(tile_config(s).block_n ==
@@ -93,6 +97,8 @@ TEST_SUITE("codegen/specs") {
     spec.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;
     CHECK_FALSE(transposes_v(spec));
     spec.input_dtype = TSATTN_DTYPE_BFLOAT16;
+    spec.head_dim = 128;
+    CHECK_FALSE(stages_output(spec));
     // The portable family keeps its own tiles on the same arch.
     spec.family = KernelFamily::sm80;
     CHECK(tile_config(spec).num_warps == 8);
@@ -125,12 +131,17 @@ TEST_SUITE("codegen/specs") {
     for (const EmbeddedFile& f : embedded_templates()) embedded.insert(std::string(f.name));
     CHECK(embedded.count("sm80/prefill_sm80.cuh") == 1);
     CHECK(embedded.count("prefill_params.h") == 1);
+    CHECK(source.text.find("TSATTN_STAGED_OUTPUT") == std::string::npos);  // an sm90a macro only
     spec.family = KernelFamily::sm90a;
     const GeneratedSource hopper = generate_source(spec);
     CHECK(hopper.text.find("#include \"sm90a/prefill_sm90a.cuh\"") != std::string::npos);
     CHECK(hopper.text.find("#define TSATTN_NUM_WARPS 12") != std::string::npos);
     CHECK(hopper.text.find("#define TSATTN_BLOCK_N 128") != std::string::npos);
     CHECK(hopper.text.find("sm90a/transpose_v.cuh") == std::string::npos);
+    CHECK(hopper.text.find("#define TSATTN_STAGED_OUTPUT 1") != std::string::npos);
+    spec.output_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;  // 8-bit out: element pairs from registers
+    CHECK(generate_source(spec).text.find("#define TSATTN_STAGED_OUTPUT 0") != std::string::npos);
+    spec.output_dtype = TSATTN_DTYPE_BFLOAT16;
     spec.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;  // V^T: the module carries the transpose kernel
     CHECK(generate_source(spec).text.find("#include \"sm90a/transpose_v.cuh\"") != std::string::npos);
     spec.head_dim = 64;  // not in the table

@@ -15,14 +15,15 @@
 namespace tsattn::test {
 namespace {
 
-std::string reason_of(const Problem& p, int block_m = 128, int block_n = 128) {
-  const TensorMapPlanOrReason planned = plan_tensor_maps(p, block_m, block_n);
+// out_store_bytes 4: pairs of 16-bit elements, the kernels that do not stage O.
+std::string reason_of(const Problem& p, int block_m = 128, int block_n = 128, int out_store_bytes = 4) {
+  const TensorMapPlanOrReason planned = plan_tensor_maps(p, block_m, block_n, out_store_bytes);
   CHECK(planned.plan.has_value() == planned.reason.empty());
   return planned.reason;
 }
 
 TensorMapPlan plan_of(const Problem& p, int block_m = 128, int block_n = 128) {
-  const TensorMapPlanOrReason planned = plan_tensor_maps(p, block_m, block_n);
+  const TensorMapPlanOrReason planned = plan_tensor_maps(p, block_m, block_n, 4);
   INFO(planned.reason);
   REQUIRE(planned.plan.has_value());
   return *planned.plan;
@@ -171,7 +172,8 @@ TEST_SUITE("plan/tensor_maps") {
     const Problem valid = CallBuilder::fixed(2, 16, 32, 8, 2, 128).validate();
     Problem p = valid;
     p.out.token_stride = 8 * 128 + 1;
-    CHECK(reason_of(p) == "out token stride is 1025 elements, an odd number; the sm90a kernel stores pairs of elements");
+    CHECK(reason_of(p) == "out token stride is 1025 elements (2050 bytes), not a multiple of 4 bytes; the sm90a kernel "
+                          "stores pairs of elements");
 
     p = valid;
     shift(p.out.data, 2);
@@ -183,13 +185,40 @@ TEST_SUITE("plan/tensor_maps") {
     p = fp8_out.validate();
     CHECK(reason_of(p).empty());
     shift(p.out.data, 1);
-    CHECK(reason_of(p).find("is not 2-byte aligned") != std::string::npos);
+    CHECK(reason_of(p, 128, 128, 2).find("is not 2-byte aligned") != std::string::npos);
+  }
+
+  TEST_CASE("out of kernels that stage O takes 16-byte row chunks; size-1 dimensions take any stride") {
+    const Problem valid = CallBuilder::fixed(2, 16, 32, 8, 2, 128).validate();
+    CHECK(reason_of(valid, 128, 160, 16).empty());
+    Problem p = valid;
+    p.out.head_stride = 128 + 4;  // 264 bytes: element pairs fit, 16-byte chunks do not
+    p.out.token_stride = 8 * 132;
+    p.out.batch_stride = 16 * 8 * 132;
+    CHECK(reason_of(p).empty());
+    CHECK(reason_of(p, 128, 160, 16) ==
+          "out head stride is 132 elements (264 bytes), not a multiple of 16 bytes; the sm90a kernel stores 16-byte "
+          "row chunks");
+    p = valid;
+    p.out.batch_stride += 4;
+    CHECK(reason_of(p, 128, 160, 16).find("out batch stride is 16388 elements (32776 bytes), not a multiple of 16") ==
+          0);
+    p = valid;
+    shift(p.out.data, 8);
+    CHECK(reason_of(p).empty());
+    CHECK(reason_of(p, 128, 160, 16).find("is not 16-byte aligned; the sm90a kernel stores 16-byte row chunks") !=
+          std::string::npos);
+    // One query token per request and one batch entry: those strides are never used.
+    Problem single = CallBuilder::fixed(1, 1, 32, 8, 2, 128).validate();
+    single.out.token_stride = 3;
+    single.out.batch_stride = 5;
+    CHECK(reason_of(single, 128, 160, 16).empty());
   }
 
   TEST_CASE("make_tensor_maps reports a planning reason without calling the driver") {
     Problem p = CallBuilder::fixed(1, 16, 32, 8, 2, 128, TSATTN_DTYPE_FLOAT8_E4M3FN).validate();
     shift(p.k.data, 8);
-    const TensorMapsOrReason maps = make_tensor_maps(p, 128, 128);
+    const TensorMapsOrReason maps = make_tensor_maps(p, 128, 128, 4);
     CHECK_FALSE(maps.ok());
     CHECK(maps.reason.find("k.data=0x") == 0);
   }

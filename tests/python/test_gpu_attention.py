@@ -220,10 +220,13 @@ def test_fused_qkv_views_fixed():
     assert_close_to_reference(result, expected, q.dtype, "fused QKV fixed")
 
 
-def test_fused_qkv_views_packed_and_strided_out():
-    _seed("fused-packed")
+@pytest.mark.parametrize("d", [128, 256])
+def test_fused_qkv_views_packed_and_strided_out(d):
+    """D128 16-bit outputs leave the Hopper kernel as 16-byte row chunks staged in shared memory,
+    D256 as element pairs: both must land in a strided out view and nowhere else."""
+    _seed(f"fused-packed-{d}")
     lengths = [(17, 17), (129, 129), (0, 0)]
-    hq, hkv, d = 4, 1, 256
+    hq, hkv = 4, 1
     qo, kv = indptr([a for a, _ in lengths]), indptr([b for _, b in lengths])
     qkv = randn((int(qo[-1]), hq + 2 * hkv, d), BF16)
     q, k, v = qkv[:, :hq], qkv[:, hq:hq + hkv], qkv[:, hq + hkv:]
@@ -235,6 +238,22 @@ def test_fused_qkv_views_packed_and_strided_out():
     assert_close_to_reference(out, reference(q, k, v, qo_indptr=qo, kv_indptr=kv), BF16, "fused QKV packed")
     assert torch.isnan(big[:, 0].float()).all() and torch.isnan(big[:, hq + 1:].float()).all(), \
         "wrote outside the out view"
+
+
+@pytest.mark.parametrize("out_dtype", [BF16, F16])
+def test_fixed_layout_strided_out_view(out_dtype):
+    """Every other head of a wider buffer as out, 127 and 129 rows (a partial last tile)."""
+    _seed(f"strided-out-{out_dtype}")
+    for s in (127, 129):
+        q = randn((2, s, 4, 128), F16)
+        k = randn((2, s + 3, 2, 128), F16)
+        v = randn((2, s + 3, 2, 128), F16)
+        big = poisoned((2, s, 8, 128), out_dtype)
+        out = big[:, :, 1::2]
+        assert tsattn.batch_prefill(q, k, v, out=out, mask_type="causal") is out
+        torch.cuda.synchronize()
+        assert_close_to_reference(out, reference(q, k, v, mask_type="causal"), out_dtype, f"strided out S={s}")
+        assert torch.isnan(big[:, :, 0::2].float()).all(), "wrote outside the out view"
 
 
 def test_out_dtype_equal_to_out_is_accepted():
