@@ -257,9 +257,9 @@ const char* execute(const Problem& p) {
                               : paired                     ? ListWalkers{pairs, 1}
                                                            : ListWalkers{std::min(items, resident), 1};
   // Kernels that walk one tile per chunk (sm90a e4m3: kChunkedOrder) say so in tsattn_chunked_order.
+  const std::vector<TsattnTile>* planned_tiles = host_tiles.empty() ? nullptr : &host_tiles;
   params.tiles_per_chunk =
-      kernel.chunked_order ? tiles_per_chunk(p, tile_rows, host_tiles.empty() ? nullptr : &host_tiles, max_tiles, walkers)
-                           : 1;
+      kernel.chunked_order ? tiles_per_chunk(p, tile_rows, planned_tiles, max_tiles, walkers) : 1;
   if (paired) {
     logf(LogLevel::debug, "launching {} in CTA pairs along {}: {} clusters of 2, {} tiles per chunk", kernel.name,
          pair_axis_name(pair_axis), pairs, params.tiles_per_chunk);

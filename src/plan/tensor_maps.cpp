@@ -105,8 +105,9 @@ std::optional<std::string> check_output(const Problem& p, int out_store_bytes) {
   for (int i = 0; i < 3; ++i) {
     const int64_t bytes = strides[i] * dtype_size(p.output_dtype);
     if (extents[i] > 1 && bytes % out_store_bytes != 0)
-      return fmt::format("out {} stride is {} elements ({} bytes), not a multiple of {} bytes; the sm90a kernel stores {}",
-                         kStridedDims[i], strides[i], bytes, out_store_bytes, stores);
+      return fmt::format(
+          "out {} stride is {} elements ({} bytes), not a multiple of {} bytes; the sm90a kernel stores {}",
+          kStridedDims[i], strides[i], bytes, out_store_bytes, stores);
   }
   return std::nullopt;
 }

@@ -138,7 +138,8 @@ constexpr u32 kVOffset = kKOffset + kStages * kKStageBytes;
 constexpr bool kStagedOutput = TSATTN_STAGED_OUTPUT;
 static_assert(!kStagedOutput || (kHeadDim == 128 && dtype_bytes(kOutputDtype) == 2),
               "staged output: 16-bit rows of 128 elements (32 KB for the 8 consumer warps)");
-constexpr u32 kOWarpBytes = 16 * kHeadDim * 2;
+constexpr u32 kORowBytes = kHeadDim * 2;
+constexpr u32 kOWarpBytes = 16 * kORowBytes;
 constexpr u32 kOOffset = kVOffset + kStages * kVStageBytes;
 constexpr u32 kBarrierOffset = kOOffset + (kStagedOutput ? 8 * kOWarpBytes : 0);
 // Barriers: q_full, q_empty, k_full[2], k_empty[2], v_full[2], v_empty[2].
@@ -650,13 +651,13 @@ __device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& p
       v[q] = pack_pair<kOutputDtype>(o[4 * jj + 2 * h] * inv[h], o[4 * jj + 2 * h + 1] * inv[h]);
     }
     const int chunk = j + m / 2;
-    const u32 addr = base + r * (kHeadDim * 2) + ((chunk ^ (r % 8)) * 16);
+    const u32 addr = base + r * kORowBytes + ((chunk ^ (r % 8)) * 16);
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v[0]),
                  "r"(v[1]), "r"(v[2]), "r"(v[3])
                  : "memory");
   }
   __syncwarp();
-  constexpr int kChunks = kHeadDim * 2 / 16;  // 16-byte chunks per row
+  constexpr int kChunks = kORowBytes / 16;  // 16-byte chunks per row
   constexpr int kRowsPerStore = 32 / kChunks;
 #pragma unroll
   for (int i = 0; i < 16 / kRowsPerStore; ++i) {
@@ -664,7 +665,7 @@ __device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& p
     u32 w[4];
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                 : "r"(base + rr * (kHeadDim * 2) + ((chunk ^ (rr % 8)) * 16)));
+                 : "r"(base + rr * kORowBytes + ((chunk ^ (rr % 8)) * 16)));
     const int row = item.q_tile * kBlockM + warp_row0 + rr;
     if (row < item.extent.q_len) {
       char* const out_row = static_cast<char*>(params.out) +
