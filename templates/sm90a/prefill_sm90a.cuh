@@ -5,7 +5,8 @@
 // One CTA = 3 warpgroups and one (query tile of BLOCK_M = 128 rows, query head) work item at a
 // time, persistent over the scheduler's list (common/work_items.cuh):
 //   warpgroup 0  producer. One elected lane of warp 0 issues every TMA load: Q (boxes of 128
-//                bytes x 128 rows), then each key tile's K and V (boxes of 128 bytes x BLOCK_N)
+//                bytes x 128 rows; dense 16-bit D128: into one of two buffers, see kOutputInQ),
+//                then each key tile's K and V (boxes of 128 bytes x BLOCK_N)
 //                into a 2-stage ring; e4m3 V is V^T from a workspace (128 keys x D boxes, see
 //                kE4m3Inputs). In CTA pairs it loads half of each K/V tile's slabs, multicast
 //                into both CTAs. The other three warps do nothing (they leave, or in CTA pairs
@@ -16,14 +17,16 @@
 //                MN-major, e4m3 V^T K-major), pipelined so that S(t) and PV(t-1) go to the tensor
 //                cores together (run_key_tiles_overlapped). 232 or 240 registers: O is
 //                D/2 fp32 per thread. At the item's end each warp normalizes its 16 rows and
-//                stores them (D128 16-bit outputs through a shared-memory buffer per warp).
+//                stores them (D128 16-bit outputs through shared memory: kStagedOutput).
 // Math (SPEC.md) as the sm80 family: s = q.k in fp32, p = exp2(s * scale_log2 - m), running max
 // m and sum l per row, out = O * output_scale / l; a row that sees no key writes exactly 0.
 //
 // Synchronisation (mbarriers in shared memory; "k-th use" counts from 0 over the CTA's life, the
 // producer and both consumers walk the same (item, key tile) sequence, so their counters agree):
-//   q_full      1 arrival (producer's expect_tx) + Q's bytes. The k-th Q load completes phase k.
-//   q_empty     256 arrivals: every consumer thread, once its last S GEMM of the item retired.
+//   q_full[b]   1 arrival (producer's expect_tx) + Q's bytes. The k-th Q load goes to buffer
+//               b = k % kQBuffers and completes that buffer's phase k / kQBuffers.
+//   q_empty[b]  256 arrivals: every consumer thread, once its last S GEMM of the item retired, or
+//               with O staged in the Q buffer (kOutputInQ), once it read O back from there.
 //   k_full[s], v_full[s]   1 arrival + the tile's bytes.
 //   k_empty[s], v_empty[s] 256 arrivals: every consumer thread after the wgmma reading the stage
 //               retired (wgmma_wait), so TMA never overwrites operands in flight. In CTA pairs
@@ -129,21 +132,33 @@ constexpr int kStages = 2;
 // are this file's code, templated on kCtas (CTAs per cluster: 1 or 2). 16-bit tiles split by slab
 // (2 or 4 per K/V row); e4m3 (one K slab at D128, V^T in 128-key slabs) has no pairs kernel.
 constexpr bool kPairable = !kE4m3Inputs && kSlabs % 2 == 0;
-constexpr u32 kQOffset = 0;
-constexpr u32 kKOffset = kQOffset + kQBytes;
-constexpr u32 kVOffset = kKOffset + kStages * kKStageBytes;
 // Output staging (TSATTN_STAGED_OUTPUT, codegen/spec_table.cpp decides: D128 with a 16-bit
 // output): each consumer warp's 16 rows x 256 bytes of O, written with stmatrix and read back
 // as 16-byte row chunks for the global stores (write_output_staged). D256 has no room for it.
+// The buffer has a 16-bit D128 Q tile's layout: two slabs of 128 rows x 128 bytes, a warp's rows
+// where its Q rows are. Dense masks with 16-bit inputs (kOutputInQ) stage O in the item's own Q
+// buffer, free once the warpgroup's last S GEMM retired; the 32 KB that saves hold a second Q
+// buffer, so the producer loads the next item's Q while this item still runs instead of after its
+// last S GEMM. Dense items are all alike, so every CTA reaches an item's end at the same time and
+// waited for Q there: dense S2K / S4K / S8K +3.3% / +3.5% / +1.8% on the H200. Causal kernels
+// measured 0.5-1.7% slower with it (their CTAs drift apart; docs/PERF.md, sm90a v14), so they keep
+// one Q buffer, and so do e4m3 inputs (16 KB Q tiles: O has a buffer of its own).
 constexpr bool kStagedOutput = TSATTN_STAGED_OUTPUT;
 static_assert(!kStagedOutput || (kHeadDim == 128 && dtype_bytes(kOutputDtype) == 2),
               "staged output: 16-bit rows of 128 elements (32 KB for the 8 consumer warps)");
-constexpr u32 kORowBytes = kHeadDim * 2;
-constexpr u32 kOWarpBytes = 16 * kORowBytes;
-constexpr u32 kOOffset = kVOffset + kStages * kVStageBytes;
-constexpr u32 kBarrierOffset = kOOffset + (kStagedOutput ? 8 * kOWarpBytes : 0);
-// Barriers: q_full, q_empty, k_full[2], k_empty[2], v_full[2], v_empty[2].
-constexpr u32 kQFull = 0, kQEmpty = 1, kKFull = 2, kKEmpty = 4, kVFull = 6, kVEmpty = 8, kNumBarriers = 10;
+constexpr bool kOutputInQ = kStagedOutput && !kE4m3Inputs && TSATTN_MASK == 0;
+constexpr u32 kOSlabBytes = kBlockM * 128;
+constexpr u32 kOBytes = 2 * kOSlabBytes;
+static_assert(!kOutputInQ || kOBytes == kQBytes, "O takes the place of a 16-bit D128 Q tile");
+constexpr int kQBuffers = kOutputInQ ? 2 : 1;
+constexpr u32 kQOffset = 0;
+constexpr u32 kKOffset = kQOffset + kQBuffers * kQBytes;
+constexpr u32 kVOffset = kKOffset + kStages * kKStageBytes;
+constexpr u32 kOOffset = kVOffset + kStages * kVStageBytes;  // e4m3 inputs: O's own buffer
+constexpr u32 kBarrierOffset = kOOffset + (kStagedOutput && !kOutputInQ ? kOBytes : 0);
+// Barriers: q_full[2], q_empty[2] (the second pair unused with one Q buffer), k_full[2],
+// k_empty[2], v_full[2], v_empty[2].
+constexpr u32 kQFull = 0, kQEmpty = 2, kKFull = 4, kKEmpty = 6, kVFull = 8, kVEmpty = 10, kNumBarriers = 12;
 constexpr u32 kSmemBytes = 1024 + kBarrierOffset + 8 * kNumBarriers;
 static_assert(kSmemBytes <= 232448, "fits the 227 KB a Hopper CTA may use");
 
@@ -400,11 +415,12 @@ __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const
     if (leader) {
       const int batch = batch_coord(item);
       const int q_token = item.extent.q_begin + item.q_tile * kBlockM;
-      wait_phase(bars + 8 * kQEmpty, (q_uses & 1) ^ 1);
-      mbarrier_arrive_expect_tx(bars + 8 * kQFull, kQBytes);
+      const u32 qb = q_uses % kQBuffers, q_full = bars + 8 * (kQFull + qb);
+      wait_phase(bars + 8 * (kQEmpty + qb), ((q_uses / kQBuffers) & 1) ^ 1);
+      mbarrier_arrive_expect_tx(q_full, kQBytes);
 #pragma unroll
       for (int s = 0; s < kSlabs; ++s)
-        tma_load_4d(smem + kQOffset + s * kQSlabBytes, maps.q, bars + 8 * kQFull, kSlabElements * s, item.head,
+        tma_load_4d(smem + kQOffset + qb * kQBytes + s * kQSlabBytes, maps.q, q_full, kSlabElements * s, item.head,
                     q_token, batch);
       const int kv_head = item.head / group_size;
       for (int t = 0; t < tiles.num_tiles; ++t, ++kv_uses) {
@@ -624,21 +640,27 @@ __device__ __forceinline__ void zero_vt_columns(u32 tile, int valid_keys, int co
   named_barrier_sync(kConsumerBarrier, kConsumerThreads);
 }
 
-// Staged output (kStagedOutput): the warp's 16 x 128 block of O goes to its own shared-memory
-// buffer with stmatrix (row r's 16-byte chunk k at chunk k ^ (r % 8): conflict-free), then to
-// global memory as 16-byte row chunks, two whole rows per instruction: 8 stores per thread that
-// touch 4 cache lines each, where the pairs path issues 32 that touch 8 rows each (out rows lie
-// a token stride apart). That is the item's end, where both consumers store at once before the
+// Staged output (kStagedOutput): the warp's 16 x 128 block of O goes to its rows of the O
+// buffer with stmatrix (row r's 16-byte chunk k in slab k / 8 at chunk (k % 8) ^ (r % 8):
+// conflict-free), then to global memory as 16-byte row chunks, two whole rows per instruction:
+// 8 stores per thread that touch 4 cache lines each, where the pairs path issues 32 that touch
+// 8 rows each (out rows lie a token stride apart). That is the item's end, where both consumers store at once before the
 // next item starts: D128 +0.3-0.6% at S8K dense, causal +1.4%, ragged batches +3%, S1K-S2K up to
-// +10% (docs/PERF.md, sm90a v13). Only the warp's own lanes touch the buffer, so __syncwarp
-// orders the writes before the reads, and the reads before the next item's writes. The host
-// holds out to 16-byte alignment for these kernels (codegen/spec_table.hpp, output_store_bytes).
+// +10% (docs/PERF.md, sm90a v13). Only the warp's own lanes touch its rows, so __syncwarp
+// orders the writes before the reads, and the reads before the next item's writes. Those rows of
+// a Q buffer (kOutputInQ) are the ones only this warp's S GEMMs read (an m64 wgmma's row r
+// depends on A's row r alone), all retired by now; the last reads release the buffer for the
+// item after next's Q. The host holds out to 16-byte alignment for these kernels
+// (codegen/spec_table.hpp, output_store_bytes).
 __device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& params, const WorkItem& item,
-                                                    const float (&o)[kOAccum], const float (&inv)[2], u32 smem,
+                                                    const float (&o)[kOAccum], const float (&inv)[2], u32 o_buffer,
                                                     int row_in_tile) {
   const int lane = threadIdx.x % 32;
-  const int warp_row0 = row_in_tile - lane / 4;  // the warp's first row in the tile
-  const u32 base = smem + kOOffset + ((threadIdx.x - 128) / 32) * kOWarpBytes;
+  const int warp_row0 = row_in_tile - lane / 4;  // the warp's first row in the tile (a multiple of 8)
+  // 16-byte chunk `chunk` (of 16) of the warp's row r.
+  const auto chunk_addr = [&](int r, int chunk) {
+    return o_buffer + (chunk / 8) * kOSlabBytes + (warp_row0 + r) * 128 + ((chunk % 8) ^ (r % 8)) * 16;
+  };
   // stmatrix x4: matrices (h 0, group j), (h 1, j), (h 0, j + 1), (h 1, j + 1); lane t gives
   // row t % 8 of matrix t / 8.
   const int m = lane / 8, r = 8 * (m % 2) + lane % 8;
@@ -650,14 +672,13 @@ __device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& p
       const int jj = j + q / 2, h = q % 2;
       v[q] = pack_pair<kOutputDtype>(o[4 * jj + 2 * h] * inv[h], o[4 * jj + 2 * h + 1] * inv[h]);
     }
-    const int chunk = j + m / 2;
-    const u32 addr = base + r * kORowBytes + ((chunk ^ (r % 8)) * 16);
+    const u32 addr = chunk_addr(r, j + m / 2);
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v[0]),
                  "r"(v[1]), "r"(v[2]), "r"(v[3])
                  : "memory");
   }
   __syncwarp();
-  constexpr int kChunks = kORowBytes / 16;  // 16-byte chunks per row
+  constexpr int kChunks = 16;  // 16-byte chunks per row
   constexpr int kRowsPerStore = 32 / kChunks;
 #pragma unroll
   for (int i = 0; i < 16 / kRowsPerStore; ++i) {
@@ -665,7 +686,7 @@ __device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& p
     u32 w[4];
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                 : "r"(base + rr * kORowBytes + ((chunk ^ (rr % 8)) * 16)));
+                 : "r"(chunk_addr(rr, chunk)));
     const int row = item.q_tile * kBlockM + warp_row0 + rr;
     if (row < item.extent.q_len) {
       char* const out_row = static_cast<char*>(params.out) +
@@ -679,11 +700,12 @@ __device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& p
   __syncwarp();  // the next item's stmatrix waits for these reads
 }
 
-// Normalizes O and writes this thread's rows (below q_len): staged (above), or as pairs of the
-// output dtype straight from the accumulators.
+// Normalizes O and writes this thread's rows (below q_len): staged through o_buffer (above), or
+// as pairs of the output dtype straight from the accumulators (without staging, and with
+// kOutputInQ for an item without key tiles: its Q buffer may already be filling for a later item).
 __device__ __forceinline__ void write_output(const TsattnPrefillParams& params, const WorkItem& item,
                                              float (&o)[kOAccum], const RowState& rows, int row_in_tile, int c,
-                                             u32 smem) {
+                                             bool staged, u32 o_buffer) {
   constexpr int kOutBytes = dtype_bytes(kOutputDtype);
   float inv[2];
 #pragma unroll
@@ -697,8 +719,12 @@ __device__ __forceinline__ void write_output(const TsattnPrefillParams& params, 
     inv[h] = sum > 0.0f ? params.output_scale / sum : 0.0f;
   }
   if constexpr (kStagedOutput) {
-    write_output_staged(params, item, o, inv, smem, row_in_tile);
-    return;
+    // e4m3 inputs: O's own buffer, free for every item (no second code path in the kernel: a
+    // larger epilogue cost the e4m3 D128 loop 8% in ptxas's schedule; docs/PERF.md, sm90a v14).
+    if (!kOutputInQ || staged) {
+      write_output_staged(params, item, o, inv, o_buffer, row_in_tile);
+      return;
+    }
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -727,6 +753,7 @@ struct KeyLoop {
   KeyTiles tiles;
   u32 smem, bars;
   u64 q_desc;          // this warpgroup's 64 rows of Q (slab 0)
+  u32 q_empty;         // the Q buffer's empty barrier
   u64 k_desc, v_desc;  // stage 0 of the K and V rings (slab 0)
   int warp_full_from, warp_full_to;  // keys every valid row of the warp sees
   int c;
@@ -747,6 +774,12 @@ __device__ __forceinline__ bool mask_and_softmax(const KeyLoop& k, float (&s)[kS
                                                  float (&alpha)[2]) {
   if (!(k.warp_full_from <= n0 && n0 + kBlockN - 1 <= k.warp_full_to)) apply_mask(s, rows, n0, k.c);
   return softmax_step<kLazy>(s, rows, k.params.scale_log2, alpha);
+}
+
+// After the item's last S GEMM retired: Q is read for the last time. With kOutputInQ the buffer
+// still holds this item's O until write_output read it back, and consume releases it then.
+__device__ __forceinline__ void release_q_after_scores(const KeyLoop& k) {
+  if constexpr (!kOutputInQ) mbarrier_arrive(k.q_empty);
 }
 
 // Waits for V stage `stage` of key tile n0 and, in the packed layout, zeroes its rows past the
@@ -781,7 +814,7 @@ __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState&
     wgmma_wait<0>();
     wgmma_fence_operands(s);
     release_kv_stage<kCtas>(k.bars + 8 * (kKEmpty + stage));
-    if (tile + 1 == k.tiles.num_tiles) mbarrier_arrive(k.bars + 8 * kQEmpty);  // Q is read for the last time
+    if (tile + 1 == k.tiles.num_tiles) release_q_after_scores(k);
     if (mask_and_softmax<true>(k, s, rows, n0, alpha)) rescale_output(o, alpha);
     u32 a[kPSteps][4];
     p_to_operand(s, a);
@@ -834,7 +867,7 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
   wgmma_wait<0>();
   wgmma_fence_operands(s);
   release_kv_stage<kCtas>(k.bars + 8 * (kKEmpty + stage));
-  if (k.tiles.num_tiles == 1) mbarrier_arrive(k.bars + 8 * kQEmpty);  // Q is read for the last time
+  if (k.tiles.num_tiles == 1) release_q_after_scores(k);
   mask_and_softmax<false>(k, s, rows, k.tiles.first_key, alpha);  // O is still 0: alpha has nothing to scale
   p_to_operand(s, a);
   if constexpr (!kPingPong) {
@@ -857,7 +890,7 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
     wgmma_wait<1>();  // S(t) retired; PV(t-1) may still run
     wgmma_fence_operands(s);
     release_kv_stage<kCtas>(k.bars + 8 * (kKEmpty + stage));
-    if (tile + 1 == k.tiles.num_tiles) mbarrier_arrive(k.bars + 8 * kQEmpty);
+    if (tile + 1 == k.tiles.num_tiles) release_q_after_scores(k);
     mask_and_softmax<false>(k, s, rows, n0, alpha);
     wgmma_wait<0>();  // PV(t-1) retired: O may be rescaled and V(t-1) released
     wgmma_fence_operands(o);
@@ -913,22 +946,26 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 s
 #pragma unroll
     for (int i = 0; i < kOAccum; ++i) o[i] = 0.0f;
 
+    const u32 qb = q_uses % kQBuffers, q_buffer = smem + kQOffset + qb * kQBytes;
+    bool staged = false;
     if (tiles.num_tiles > 0) {
-      wait_phase(bars + 8 * kQFull, q_uses & 1);
+      wait_phase(bars + 8 * (kQFull + qb), (q_uses / kQBuffers) & 1);
       // e4m3 V^T is K-major; 16-bit V is MN-major, its 64-wide head-dim slabs kKvSlabBytes apart.
       const u64 v_desc = kE4m3Inputs ? smem_desc_sw128_kmajor(smem + kVOffset)
                                      : smem_desc_sw128_mnmajor(smem + kVOffset, kKvSlabBytes);
-      const u64 q_desc = smem_desc_sw128_kmajor(smem + kQOffset + 64 * consumer * 128);
+      const u64 q_desc = smem_desc_sw128_kmajor(q_buffer + 64 * consumer * 128);
       const u64 k_desc = smem_desc_sw128_kmajor(smem + kKOffset);
-      const KeyLoop loop{params, item, tiles, smem, bars, q_desc, k_desc, v_desc,
+      const KeyLoop loop{params, item, tiles, smem, bars, q_desc, bars + 8 * (kQEmpty + qb), k_desc, v_desc,
                          warp_full_from, warp_full_to, c, consumer};
       if constexpr (kOverlapSoftmax)
         run_key_tiles_overlapped<kCtas>(loop, rows, o, kv_uses);
       else
         run_key_tiles_serial<kCtas>(loop, rows, o, kv_uses);
       ++q_uses;
+      staged = kStagedOutput;
     }
-    write_output(params, item, o, rows, row_in_tile, c, smem);
+    write_output(params, item, o, rows, row_in_tile, c, staged, kOutputInQ ? q_buffer : smem + kOOffset);
+    if (kOutputInQ && staged) mbarrier_arrive(bars + 8 * (kQEmpty + qb));  // O read back: Q's buffer is free
   }
 }
 
@@ -942,8 +979,10 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params, c
     prefetch_tensormap(maps.q);
     prefetch_tensormap(maps.k);
     prefetch_tensormap(maps.v);
-    mbarrier_init(bars + 8 * kQFull, 1);
-    mbarrier_init(bars + 8 * kQEmpty, kConsumerThreads);
+    for (int b = 0; b < kQBuffers; ++b) {
+      mbarrier_init(bars + 8 * (kQFull + b), 1);
+      mbarrier_init(bars + 8 * (kQEmpty + b), kConsumerThreads);
+    }
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(bars + 8 * (kKFull + s), 1);
       mbarrier_init(bars + 8 * (kKEmpty + s), kKvEmptyArrivals<kCtas>);

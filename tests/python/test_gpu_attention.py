@@ -174,6 +174,10 @@ PACKED = [
     ("causal_window17_fp8_to_bf16", [(129, 129), (17, 127), (0, 3), (1, 1)], 8, 2, 128, "fp8", "bf16", "causal", 17),
     ("causal_fp16_to_fp8_d256", [(127, 129), (1, 17), (17, 17)], 4, 1, 256, "fp16", "fp8", "causal", -1),
     ("single_request", [(129, 129)], 4, 2, 128, "bf16", "fp16", "causal", -1),
+    # Dense D128 16-bit: two Q buffers in turn, O staged in them; requests without keys between
+    # (their rows are written as zeros straight from registers, not through a Q buffer).
+    ("dense_bf16_d128_no_keys_between_long_requests",
+     [(300, 260), (129, 0), (1, 1), (0, 0), (257, 129), (64, 0), (700, 511)], 8, 2, 128, "bf16", None, "dense", -1),
 ]
 
 
