@@ -644,9 +644,9 @@ __device__ __forceinline__ void zero_vt_columns(u32 tile, int valid_keys, int co
 // buffer with stmatrix (row r's 16-byte chunk k in slab k / 8 at chunk (k % 8) ^ (r % 8):
 // conflict-free), then to global memory as 16-byte row chunks, two whole rows per instruction:
 // 8 stores per thread that touch 4 cache lines each, where the pairs path issues 32 that touch
-// 8 rows each (out rows lie a token stride apart). That is the item's end, where both consumers store at once before the
-// next item starts: D128 +0.3-0.6% at S8K dense, causal +1.4%, ragged batches +3%, S1K-S2K up to
-// +10% (docs/PERF.md, sm90a v13). Only the warp's own lanes touch its rows, so __syncwarp
+// 8 rows each (out rows lie a token stride apart). That is the item's end, where both consumers
+// store at once before the next item starts: D128 +0.3-0.6% at S8K dense, causal +1.4%, ragged
+// batches +3%, S1K-S2K up to +10% (docs/PERF.md, sm90a v13). Only the warp's own lanes touch its rows, so __syncwarp
 // orders the writes before the reads, and the reads before the next item's writes. Those rows of
 // a Q buffer (kOutputInQ) are the ones only this warp's S GEMMs read (an m64 wgmma's row r
 // depends on A's row r alone), all retired by now; the last reads release the buffer for the
