@@ -3,9 +3,10 @@
 //
 // Two steps. plan_tensor_maps() holds the problem to TMA's rules and to the sm90a kernel's own
 // (out written in aligned stores of out_store_bytes: codegen/spec_table.hpp) and lays out what
-// cuTensorMapEncodeTiled will be given; it is pure (no driver), so the rules are unit-tested without a GPU. encode_tensor_maps() hands
-// that layout to the driver. Neither throws for any problem: every failure is a human-readable
-// reason, and api/execute.cpp then runs the problem on the sm80 family.
+// cuTensorMapEncodeTiled will be given; it is pure (no driver), so the rules are unit-tested
+// without a GPU. encode_tensor_maps() hands that layout to the driver. Neither throws for any
+// problem: every failure is a human-readable reason, and api/execute.cpp then runs the problem on
+// the sm80 family.
 //
 // e4m3 inputs: the kernel reads V^T from a per-call workspace (prefill_params.h), so v's map
 // describes that workspace; its base is known only once the workspace exists, and
