@@ -1,5 +1,5 @@
 // pipe_rates.cu - per-SM throughput of the instructions in attention's softmax (exp2, FFMA, the
-// e4m3 pack), measured on the GPU this runs on. Not part of the build (no library code uses it):
+// e4m3 pack, the packed 16-bit exp2s), measured on the GPU this runs on. Not part of the build:
 //   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -o pipe_rates tools/pipe_rates.cu && ./pipe_rates
 // One CTA per SM, 384 (as the attention kernel) or 1024 threads; each thread runs kChains
 // independent dependency chains of one instruction kind for kIters steps. Rate = lane operations /
@@ -27,6 +27,13 @@ __global__ void pipe_kernel(float* out, long long* cycles, float seed) {
       } else if constexpr (kKind == 2) {  // one MUFU.EX2 and one FFMA per chain step
         asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(v[c]));
         asm volatile("fma.rn.f32 %0, %0, 0f3F800001, 0fBF000000;" : "+f"(v[c]));
+      } else if constexpr (kKind == 4 || kKind == 5) {  // packed 16-bit exp2: two values per instruction
+        unsigned int h = __float_as_uint(v[c]);
+        if constexpr (kKind == 4)
+          asm volatile("ex2.approx.f16x2 %0, %0;" : "+r"(h));
+        else
+          asm volatile("ex2.approx.ftz.bf16x2 %0, %0;" : "+r"(h));
+        v[c] = __uint_as_float(h);
       } else {  // an e4m3x2 pack (F2FP, as P is packed for the PV GEMM) and the unpack back
         unsigned short p;
         asm volatile("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(p) : "f"(v[c]));
@@ -73,6 +80,8 @@ int main() {
     measure<1>("fma.rn.f32 (FFMA)", sms, threads, out, cycles);
     measure<2>("ex2 + fma per step (counts ex2)", sms, threads, out, cycles);
     measure<3>("cvt e4m3x2 pack + unpack (counts pairs)", sms, threads, out, cycles);
+    measure<4>("ex2.approx.f16x2 (counts pairs)", sms, threads, out, cycles);
+    measure<5>("ex2.approx.ftz.bf16x2 (counts pairs)", sms, threads, out, cycles);
   }
   const cudaError_t e = cudaGetLastError();
   printf("status: %s\n", cudaGetErrorString(e));

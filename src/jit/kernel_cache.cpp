@@ -139,9 +139,11 @@ std::shared_ptr<const CompiledKernel> KernelCache::find_or_compile(const KernelS
   }
   const nvrtc::PtxasReport& ptxas = compiled.ptxas;
   if (ptxas.spill_store_bytes > 0 || ptxas.spill_load_bytes > 0 || !ptxas.serialization_notes.empty())
-    warn_once(kernel->name, fmt::format("kernel {} spills {} bytes or serializes wgmma ({} notes)", kernel->name,
+    warn_once(kernel->name, fmt::format("kernel {} spills {} bytes or serializes wgmma ({} notes{}{})", kernel->name,
                                         ptxas.spill_store_bytes + ptxas.spill_load_bytes,
-                                        ptxas.serialization_notes.size()));
+                                        ptxas.serialization_notes.size(),
+                                        ptxas.serialization_notes.empty() ? "" : "; first: ",
+                                        ptxas.serialization_notes.empty() ? "" : ptxas.serialization_notes.front()));
   EntryMetadata metadata;
   metadata.canonical_name = kernel->name;
   metadata.spec = spec_json(spec);

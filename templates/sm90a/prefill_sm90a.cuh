@@ -1,6 +1,6 @@
 // sm90a/prefill_sm90a.cuh - the Hopper prefill kernel (FlashAttention-3 recipe): TMA loads into
 // mbarrier rings, wgmma for both GEMMs, warp specialization with setmaxnreg, S(t) and PV(t-1)
-// issued together, ping-pong between the consumer warpgroups (e4m3 D128).
+// issued together (16-bit), two-level PV accumulation (e4m3).
 //
 // One CTA = 3 warpgroups and one (query tile of BLOCK_M = 128 rows, query head) work item at a
 // time, persistent over the scheduler's list (common/work_items.cuh):
@@ -85,9 +85,21 @@ constexpr bool kE4m3Inputs = kInputDtype == kE4m3;
 // key loop made ptxas schedule the e4m3 D128 loop differently, 8% slower (docs/PERF.md v11), and
 // with half the K/V bytes their L2 traffic gained nothing from chunks (measured).
 constexpr bool kChunkedOrder = !kE4m3Inputs;
-static_assert(kE4m3Inputs ? (kBlockN == 128 || kBlockN == 192 || kBlockN == 256)
+static_assert(kE4m3Inputs ? (kBlockN == 64 || kBlockN == 128 || kBlockN == 192 || kBlockN == 256)
                           : (kBlockN == 64 || kBlockN == 80 || kBlockN == 128 || kBlockN == 160 || kBlockN == 256),
               "BLOCK_N is a wgmma N that sm90a/wgmma.cuh instantiates (e4m3: whole 32-key V^T groups)");
+
+// Two-level accumulation (e4m3 inputs). An 8-bit wgmma does not accumulate in full fp32: each
+// product is aligned to the accumulator and cut to about 13 bits below its leading bit, so an O
+// that collects the products of every key tile loses the small ones once it is large, i.e. for
+// values of one sign over long sequences (on the H200, v = 1 everywhere at dense S16K gave 0.54
+// instead of 1; docs/PERF.md, sm90a v15). So PV accumulates one key tile at a time, from zero, in
+// a working accumulator (all of D at D128; at D256, where a second O of 128 registers does not
+// fit, kPvChunkN columns at a time), and an FFMA adds it into O (o = o * alpha + w, which also
+// applies the rescale): the error stays that of BLOCK_N products. The working accumulator needs
+// room beside S, P and O in the overlapped loop (D128 at 128 keys spilled 236 bytes at 240
+// registers), so e4m3 kernels run the serial loop, where it takes S's registers.
+constexpr bool kTwoLevel = kE4m3Inputs;
 
 // Software pipeline inside a warpgroup: S(t) and PV(t-1) are issued together (the softmax of S(t)
 // runs after both retired: see run_key_tiles_overlapped). That keeps S, the P operand and O live
@@ -95,9 +107,8 @@ static_assert(kE4m3Inputs ? (kBlockN == 128 || kBlockN == 192 || kBlockN == 256)
 // 232 registers. D256 (O alone is 128) needs 240, which leaves the producer 24: enough for the
 // closed-form key ranges of dense and causal masks, not for the variable-window reduction (ptxas
 // spilled ~150 bytes), so D256 variable windows run the two GEMMs of a step one after the other.
-// e4m3 D256 (128-key steps: S 64 + P 16 + O 128 registers) spilled 12 bytes at 240 with the
-// overlap, so it runs serially too.
-constexpr bool kOverlapSoftmax = kHeadDim <= 128 || (TSATTN_MASK != 2 && kInputDtype != kE4m3);
+// e4m3 kernels run serially too (kTwoLevel).
+constexpr bool kOverlapSoftmax = !kE4m3Inputs && (kHeadDim <= 128 || TSATTN_MASK != 2);
 
 // Register budgets (setmaxnreg). The launch gives 168 per thread (__launch_bounds__(384, 1));
 // 128 * 40 + 256 * 232 = 128 * 24 + 256 * 240 = 64512 = 384 * 168, so the consumers' increase
@@ -164,13 +175,13 @@ static_assert(kSmemBytes <= 232448, "fits the 227 KB a Hopper CTA may use");
 
 constexpr int kSAccum = kBlockN / 2;   // S accumulators per thread (m64 x BLOCK_N)
 constexpr int kOAccum = kHeadDim / 2;  // O accumulators per thread (m64 x D)
+// Columns of the two-level working accumulator (kTwoLevel): all of D128, a quarter of D256.
+constexpr int kPvChunkN = kHeadDim == 128 ? 128 : 64;
 constexpr int kPSteps = kBlockN / kMmaK;  // k-steps of the PV GEMM
 
-// Named barriers (0 is __syncthreads): both consumer warpgroups (the packed-layout V guard), the
-// ping-pong turns of consumer 0 and 1, and the stagger at each item's start (without ping-pong:
-// run_key_tiles_overlapped).
+// Named barriers (0 is __syncthreads): both consumer warpgroups (the packed-layout V guard), and
+// the stagger at each item's start (run_key_tiles_overlapped).
 constexpr u32 kConsumerBarrier = 1;
-constexpr u32 kTurnBarrier0 = 2;
 constexpr u32 kStaggerBarrier = 4;
 
 __device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
@@ -181,24 +192,9 @@ __device__ __forceinline__ void named_barrier_arrive(u32 id, u32 threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Ping-pong (D128, FA3): the two consumer warpgroups take turns issuing their GEMMs, so one's
-// softmax (MUFU exp) runs while the other's GEMMs have the tensor cores. A turn is
-// turn_begin (wait until the other warpgroup has issued) ... issue ... turn_end (hand over).
-// Both walk the same number of turns (key tiles + 1 per item); consumer 1 hands consumer 0 the
-// first turn at start-up. The one hand-over nobody waits for at the very end is harmless.
-// Measured on the H200 (docs/PERF.md, sm90a v5; again in the v6 experiments with the softmax
-// forced under the PV GEMM, as FA3 pairs them): ping-pong costs bf16 D128 3-12% (its GEMMs are
-// the long pole, and the turns only add waits) and gains e4m3 D128 ~3% (GEMMs half as long,
-// softmax as long as before). D256 never used it.
-constexpr bool kPingPong = TSATTN_HEAD_DIM <= 128 && kInputDtype == kE4m3;
-
-__device__ __forceinline__ void turn_begin(int consumer) {
-  if constexpr (kPingPong) named_barrier_sync(kTurnBarrier0 + consumer, kConsumerThreads);
-}
-
-__device__ __forceinline__ void turn_end(int consumer) {
-  if constexpr (kPingPong) named_barrier_arrive(kTurnBarrier0 + (1 - consumer), kConsumerThreads);
-}
+// Ping-pong (FA3: the consumer warpgroups take turns issuing their GEMMs, so one's softmax runs
+// under the other's) is gone: it cost bf16 D128 3-12% (docs/PERF.md, sm90a v5 and v6), and e4m3
+// D128, which gained ~3% from it, now runs the serial loop (kTwoLevel).
 
 template <int kRegisters>
 __device__ __forceinline__ void setmaxnreg_inc() {
@@ -557,7 +553,7 @@ __device__ __forceinline__ void rescale_output(float (&o)[kOAccum], const float 
 // Operand descriptors are built once per item from addresses (q_desc, and stage 0's k_desc and
 // v_desc in KeyLoop) and moved by byte offsets from there (smem_desc_advance). Rebuilding each
 // k-step's descriptor from its address took 3 dependent integer instructions per wgmma: 65
-// instructions between the e4m3 D128 ping-pong turn's barriers, 32 now (+2% there; 16-bit
+// instructions between the e4m3 D128 GEMM issue's barriers, 32 after (+2% there; 16-bit
 // unchanged; docs/PERF.md, sm90a v10).
 
 // S = Q K^T for this warpgroup's 64 rows against one K stage (SS wgmma, D / kMmaK k-steps of 32
@@ -572,20 +568,34 @@ __device__ __forceinline__ void issue_scores(float (&s)[kSAccum], u64 q_desc, u6
   wgmma_commit();
 }
 
-// O += P V for one V stage (RS wgmma, kPSteps k-steps), issued and committed as one group.
-// 16-bit: V MN-major ([keys][d] as loaded), k16 step kk 16 key rows (2048 bytes) further.
-// e4m3: V^T K-major, k32 step kk 32 bytes further within its 128-key slab.
+// O += P V for one V stage (16-bit: RS wgmma, kPSteps k-steps of 16 keys, V MN-major ([keys][d] as
+// loaded), k-step kk 16 key rows (2048 bytes) further), issued and committed as one group.
 __device__ __forceinline__ void issue_pv(float (&o)[kOAccum], const u32 (&a)[kPSteps][4], u64 v_desc) {
-  if constexpr (kE4m3Inputs) {
 #pragma unroll
-    for (int kk = 0; kk < kPSteps; ++kk)
-      wgmma_rs<kHeadDim, kE4m3>(o, a[kk], smem_desc_advance(v_desc, (kk / 4) * kVtSlabBytes + 32 * (kk % 4)), 1);
-  } else {
-#pragma unroll
-    for (int kk = 0; kk < kPSteps; ++kk)
-      wgmma_rs<kHeadDim, kInputDtype>(o, a[kk], smem_desc_advance(v_desc, 2048u * kk), 1);
-  }
+  for (int kk = 0; kk < kPSteps; ++kk)
+    wgmma_rs<kHeadDim, kInputDtype>(o, a[kk], smem_desc_advance(v_desc, 2048u * kk), 1);
   wgmma_commit();
+}
+
+// e4m3 (two-level): w = P V^T's columns [n0, n0 + N) for one V^T stage, from zero (k32 step kk is
+// 32 bytes further within its 128-key slab; column n is V^T row n, 128 bytes per row), issued and
+// committed as one group.
+template <int N>
+__device__ __forceinline__ void issue_pv_e4m3(float (&w)[N / 2], const u32 (&a)[kPSteps][4], u64 v_desc, u32 n0) {
+#pragma unroll
+  for (int kk = 0; kk < kPSteps; ++kk)
+    wgmma_rs<N, kE4m3>(w, a[kk], smem_desc_advance(v_desc, (kk / 4) * kVtSlabBytes + 32 * (kk % 4) + 128 * n0),
+                       kk > 0);
+  wgmma_commit();
+}
+
+// The second level: o = o * alpha + w for the columns w holds ([64 q, 64 q + 64) for a D256 chunk q,
+// all D for D128, whose row sums go to l the same way).
+template <int kCount>
+__device__ __forceinline__ void accumulate_output(float (&o)[kOAccum], const float (&w)[kCount],
+                                                  const float (&alpha)[2], int first) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) o[first + i] = fmaf(o[first + i], alpha[(i % 4) / 2], w[i]);
 }
 
 // p (in s) rounded to the input dtype in the RS A layout. 16-bit: step kk is s[8kk .. 8kk+7]
@@ -799,7 +809,40 @@ __device__ __forceinline__ void wait_v_tile(const KeyLoop& k, u32 stage, u32 par
 #endif
 }
 
-// Without kOverlapSoftmax (D256 variable windows): each key tile in order: S(t), softmax, PV(t).
+// Two-level PV of the serial loop (kTwoLevel): PV in kPvChunkN-column chunks (D256: four), each
+// into a working accumulator from zero and, once retired, added into O scaled by this tile's
+// alpha. D256 keeps two chunks in flight (P 16 + 2 x 32 + O 128 registers), so one is added while
+// the next runs; its variable windows, whose row ranges need more registers, take one at a time
+// (two spilled 148 bytes).
+constexpr int kPvChunkBuffers = kHeadDim == 256 && TSATTN_MASK != 2 ? 2 : 1;
+
+template <int kChunkN>
+__device__ __forceinline__ void accumulate_pv_chunks(float (&o)[kOAccum], const u32 (&a)[kPSteps][4], u64 v_desc,
+                                                     const float (&alpha)[2]) {
+  constexpr int kChunks = kHeadDim / kChunkN;
+  float w[kPvChunkBuffers][kChunkN / 2];
+  wgmma_fence();
+  issue_pv_e4m3<kChunkN>(w[0], a, v_desc, 0);
+#pragma unroll
+  for (int q = 0; q < kChunks; ++q) {
+    if (kPvChunkBuffers == 2 && q + 1 < kChunks) {
+      wgmma_fence();
+      issue_pv_e4m3<kChunkN>(w[(q + 1) % kPvChunkBuffers], a, v_desc, kChunkN * (q + 1));
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
+    wgmma_fence_operands(w[q % kPvChunkBuffers]);
+    accumulate_output(o, w[q % kPvChunkBuffers], alpha, kChunkN / 2 * q);
+    if (kPvChunkBuffers == 1 && q + 1 < kChunks) {
+      wgmma_fence();
+      issue_pv_e4m3<kChunkN>(w[0], a, v_desc, kChunkN * (q + 1));
+    }
+  }
+}
+
+// Without kOverlapSoftmax (D256 variable windows, e4m3 D256): each key tile in order: S(t),
+// softmax, PV(t).
 template <u32 kCtas>
 __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState& rows, float (&o)[kOAccum],
                                                      u32& kv_uses) {
@@ -815,21 +858,26 @@ __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState&
     wgmma_fence_operands(s);
     release_kv_stage<kCtas>(k.bars + 8 * (kKEmpty + stage));
     if (tile + 1 == k.tiles.num_tiles) release_q_after_scores(k);
-    if (mask_and_softmax<true>(k, s, rows, n0, alpha)) rescale_output(o, alpha);
+    const bool grew = mask_and_softmax<true>(k, s, rows, n0, alpha);
+    if (!kTwoLevel && grew) rescale_output(o, alpha);
     u32 a[kPSteps][4];
     p_to_operand(s, a);
     wait_v_tile(k, stage, parity, n0);
-    wgmma_fence();
-    issue_pv(o, a, v_stage(k, stage));
-    wgmma_wait<0>();
-    wgmma_fence_operands(o);
+    if constexpr (kTwoLevel) {
+      accumulate_pv_chunks<kPvChunkN>(o, a, v_stage(k, stage), alpha);
+    } else {
+      wgmma_fence();
+      issue_pv(o, a, v_stage(k, stage));
+      wgmma_wait<0>();
+      wgmma_fence_operands(o);
+    }
     release_kv_stage<kCtas>(k.bars + 8 * (kVEmpty + stage));
   }
 }
 
 // With kOverlapSoftmax: a software pipeline over key tiles. Step t issues S(t) = Q K(t)^T and
 // O += P(t-1) V(t-1) together, then the softmax of S(t). The first tile has no PV before it; after
-// the last, one PV is left. Without ping-pong the two warpgroups are staggered at each item's
+// the last, one PV is left. The two warpgroups are staggered at each item's
 // start (consumer 1's first S GEMM waits for consumer 0's first softmax): the Q barrier brings
 // them into step at every item, and a first softmax has no PV GEMM of its own to run under
 // (ncu: 0.36 of a loop iteration per item; docs/PERF.md, sm90a v9).
@@ -851,28 +899,22 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
   float alpha[2];
   u32 stage = kv_uses % kStages, parity = (kv_uses / kStages) & 1;
   wait_phase(k.bars + 8 * (kKFull + stage), parity);
-  // Stagger (without ping-pong): consumer 1 issues an item's first S GEMM once consumer 0's
+  // Stagger: consumer 1 issues an item's first S GEMM once consumer 0's
   // first softmax is done, so that the two first softmaxes of an item, which have no PV GEMM to
   // run under, each run under the other warpgroup's GEMMs. Both consumers pass here once per item
   // with key tiles (they walk the same items and tiles), and consumer 0 cannot arrive for the
   // next item before consumer 1 synced for this one: the next item's Q load waits for consumer
   // 1's last S GEMM of this item (q_empty).
-  if constexpr (!kPingPong) {
-    if (k.consumer == 1) named_barrier_sync(kStaggerBarrier, kConsumerThreads);
-  }
-  turn_begin(k.consumer);
+  if (k.consumer == 1) named_barrier_sync(kStaggerBarrier, kConsumerThreads);
   wgmma_fence();
   issue_scores(s, k.q_desc, k_stage(k, stage));
-  turn_end(k.consumer);
   wgmma_wait<0>();
   wgmma_fence_operands(s);
   release_kv_stage<kCtas>(k.bars + 8 * (kKEmpty + stage));
   if (k.tiles.num_tiles == 1) release_q_after_scores(k);
   mask_and_softmax<false>(k, s, rows, k.tiles.first_key, alpha);  // O is still 0: alpha has nothing to scale
   p_to_operand(s, a);
-  if constexpr (!kPingPong) {
-    if (k.consumer == 0) named_barrier_arrive(kStaggerBarrier, kConsumerThreads);
-  }
+  if (k.consumer == 0) named_barrier_arrive(kStaggerBarrier, kConsumerThreads);
 
   for (int tile = 1; tile < k.tiles.num_tiles; ++tile) {
     const u32 prev_stage = stage, prev_parity = parity;
@@ -882,11 +924,9 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
     parity = (kv_uses / kStages) & 1;
     wait_v_tile(k, prev_stage, prev_parity, n0 - kBlockN);
     wait_phase(k.bars + 8 * (kKFull + stage), parity);
-    turn_begin(k.consumer);
     wgmma_fence();
     issue_scores(s, k.q_desc, k_stage(k, stage));
     issue_pv(o, a, v_stage(k, prev_stage));
-    turn_end(k.consumer);
     wgmma_wait<1>();  // S(t) retired; PV(t-1) may still run
     wgmma_fence_operands(s);
     release_kv_stage<kCtas>(k.bars + 8 * (kKEmpty + stage));
@@ -900,10 +940,8 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
   }
 
   wait_v_tile(k, stage, parity, k.tiles.first_key + (k.tiles.num_tiles - 1) * kBlockN);
-  turn_begin(k.consumer);
   wgmma_fence();
   issue_pv(o, a, v_stage(k, stage));
-  turn_end(k.consumer);
   wgmma_wait<0>();
   wgmma_fence_operands(o);
   release_kv_stage<kCtas>(k.bars + 8 * (kVEmpty + stage));
@@ -917,7 +955,6 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 s
   const int row_in_tile = 64 * consumer + 16 * warp + g;  // this thread's first row (second: + 8)
   const WorkList list = slot_list<kCtas>(params);
   u32 q_uses = 0, kv_uses = 0;
-  if (consumer == 1) turn_end(consumer);  // consumer 0 issues first
 
   const SlotWalk walk = slot_walk<kCtas>(params, list);
   for (i64 slot = walk.first; slot < walk.end; slot += walk.step) {

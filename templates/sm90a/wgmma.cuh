@@ -7,7 +7,8 @@
 //     or reads the tile with ordinary loads and stores.
 //   - wgmma_fence / wgmma_commit / wgmma_wait<N>: wgmma.{fence,commit_group,wait_group}.
 //   - wgmma_ss<N, dtype>(): one wgmma.mma_async m64nNk16 with fp32 accumulators and both
-//     operands in shared memory (SS), for N in {64, 80, 128, 160, 256} and bf16/f16 inputs (e4m3: 128, 192, 256).
+//     operands in shared memory (SS), for N in {64, 80, 128, 160, 256} and bf16/f16 inputs
+//     (e4m3: 64, 128, 192, 256; RS e4m3: 64, 128).
 //   - smem_desc_sw128_mnmajor(): the descriptor of an MN-major B operand (V in O += P V: rows
 //     are the K dimension (keys), 64 N-elements (head dim) per 128-byte swizzled row), and
 //     wgmma_rs<N, dtype>(): one m64nNk16 with A from registers (P) and B transposed from smem.
@@ -235,6 +236,7 @@ TSATTN_DEFINE_WGMMA_SS(80, kFloat16, "f16", 16, ", 0, 0")
 TSATTN_DEFINE_WGMMA_SS(128, kFloat16, "f16", 16, ", 0, 0")
 TSATTN_DEFINE_WGMMA_SS(160, kFloat16, "f16", 16, ", 0, 0")
 TSATTN_DEFINE_WGMMA_SS(256, kFloat16, "f16", 16, ", 0, 0")
+TSATTN_DEFINE_WGMMA_SS(64, kE4m3, "e4m3", 32, "")
 TSATTN_DEFINE_WGMMA_SS(128, kE4m3, "e4m3", 32, "")
 TSATTN_DEFINE_WGMMA_SS(192, kE4m3, "e4m3", 32, "")
 TSATTN_DEFINE_WGMMA_SS(256, kE4m3, "e4m3", 32, "")
@@ -259,6 +261,7 @@ TSATTN_DEFINE_WGMMA_RS(256, kBfloat16, "bf16", 16, ", 1")
 TSATTN_DEFINE_WGMMA_RS(64, kFloat16, "f16", 16, ", 1")
 TSATTN_DEFINE_WGMMA_RS(128, kFloat16, "f16", 16, ", 1")
 TSATTN_DEFINE_WGMMA_RS(256, kFloat16, "f16", 16, ", 1")
+TSATTN_DEFINE_WGMMA_RS(64, kE4m3, "e4m3", 32, "")  // the e4m3 D256 PV chunks (prefill_sm90a.cuh)
 TSATTN_DEFINE_WGMMA_RS(128, kE4m3, "e4m3", 32, "")
 TSATTN_DEFINE_WGMMA_RS(256, kE4m3, "e4m3", 32, "")
 

@@ -110,6 +110,22 @@ def test_running_max_climbs_across_key_tiles(din, d, mask):
 
 
 @pytest.mark.skipif(FP8 is None, reason="skipped: torch has no float8_e4m3fn")
+@pytest.mark.parametrize("mask", ["dense", "causal"])
+@pytest.mark.parametrize("d", [128, 256])
+def test_fp8_long_sequence_values_of_one_sign(d, mask):
+    """v around 1 over 8192 keys: every product p * v has the same sign, so O grows with the key count.
+    The e4m3 wgmma cuts each product to ~13 bits below its accumulator; accumulated over all key
+    tiles, the output came out 20-30% low here (before two-level accumulation, docs/PERF.md v15)."""
+    _seed(f"fp8-one-sign-{d}-{mask}")
+    s = 8192
+    q = randn((1, s, 2, d), FP8)
+    k = randn((1, s, 1, d), FP8)
+    v = (1.0 + torch.randn((1, s, 1, d), device=support.DEVICE) * 0.125).to(FP8)
+    result, expected = _run(q, k, v, out_dtype=BF16, mask_type=mask)
+    assert_close_to_reference(result, expected, FP8, f"fp8 D{d} {mask} S{s}, v around 1")
+
+
+@pytest.mark.skipif(FP8 is None, reason="skipped: torch has no float8_e4m3fn")
 def test_fp8_scales_folded_in():
     """FP8 users fold per-tensor dequantisation scales into sm_scale (q, k) and output_scale (v)."""
     _seed("fp8-scales")
