@@ -15,9 +15,10 @@
 //                m64 n BLOCK_N, k-steps of 32 bytes), mask, online softmax in registers, P in the
 //                input dtype straight into the A registers of O += P V (RS wgmma, m64 n D; V
 //                MN-major, e4m3 V^T K-major), pipelined so that S(t) and PV(t-1) go to the tensor
-//                cores together (run_key_tiles_overlapped). 232 or 240 registers: O is
-//                D/2 fp32 per thread. At the item's end each warp normalizes its 16 rows and
-//                stores them (D128 16-bit outputs through shared memory: kStagedOutput).
+//                cores together (run_key_tiles_overlapped; e4m3 runs them in order and sums P V
+//                per key tile in fp32, kTwoLevel). 232 or 240 registers: O is D/2 fp32 per
+//                thread. At the item's end each warp normalizes its 16 rows and stores them
+//                (D128 16-bit outputs through shared memory: kStagedOutput).
 // Math (SPEC.md) as the sm80 family: s = q.k in fp32, p = exp2(s * scale_log2 - m), running max
 // m and sum l per row, out = O * output_scale / l; a row that sees no key writes exactly 0.
 //
@@ -589,8 +590,8 @@ __device__ __forceinline__ void issue_pv_e4m3(float (&w)[N / 2], const u32 (&a)[
   wgmma_commit();
 }
 
-// The second level: o = o * alpha + w for the columns w holds ([64 q, 64 q + 64) for a D256 chunk q,
-// all D for D128, whose row sums go to l the same way).
+// The second level: o = o * alpha + w for the columns w holds (all of D128; columns
+// [kPvChunkN q, kPvChunkN (q + 1)) for D256 chunk q, first = kPvChunkN / 2 * q accumulators on).
 template <int kCount>
 __device__ __forceinline__ void accumulate_output(float (&o)[kOAccum], const float (&w)[kCount],
                                                   const float (&alpha)[2], int first) {
@@ -877,10 +878,10 @@ __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState&
 
 // With kOverlapSoftmax: a software pipeline over key tiles. Step t issues S(t) = Q K(t)^T and
 // O += P(t-1) V(t-1) together, then the softmax of S(t). The first tile has no PV before it; after
-// the last, one PV is left. The two warpgroups are staggered at each item's
-// start (consumer 1's first S GEMM waits for consumer 0's first softmax): the Q barrier brings
-// them into step at every item, and a first softmax has no PV GEMM of its own to run under
-// (ncu: 0.36 of a loop iteration per item; docs/PERF.md, sm90a v9).
+// the last, one PV is left. The two warpgroups are staggered at each item's start (consumer 1's
+// first S GEMM waits for consumer 0's first softmax): the Q barrier brings them into step at
+// every item, and a first softmax has no PV GEMM of its own to run under (ncu: 0.36 of a loop
+// iteration per item; docs/PERF.md, sm90a v9).
 // In the source the softmax sits between the two waits, under PV(t-1); in the SASS it does not:
 // ptxas moves a wgmma wait to the top of its basic block, here right after the S(t) wait, so the
 // softmax runs once both GEMMs retired, while the other warpgroup's GEMMs hold the tensor cores
@@ -899,12 +900,12 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
   float alpha[2];
   u32 stage = kv_uses % kStages, parity = (kv_uses / kStages) & 1;
   wait_phase(k.bars + 8 * (kKFull + stage), parity);
-  // Stagger: consumer 1 issues an item's first S GEMM once consumer 0's
-  // first softmax is done, so that the two first softmaxes of an item, which have no PV GEMM to
-  // run under, each run under the other warpgroup's GEMMs. Both consumers pass here once per item
-  // with key tiles (they walk the same items and tiles), and consumer 0 cannot arrive for the
-  // next item before consumer 1 synced for this one: the next item's Q load waits for consumer
-  // 1's last S GEMM of this item (q_empty).
+  // Stagger: consumer 1 issues an item's first S GEMM once consumer 0's first softmax is done, so
+  // that the two first softmaxes of an item, which have no PV GEMM to run under, each run under
+  // the other warpgroup's GEMMs. Both consumers pass here once per item with key tiles (they walk
+  // the same items and tiles), and consumer 0 cannot arrive for the next item before consumer 1
+  // synced for this one: the next item's Q load waits for consumer 1's last S GEMM of this item
+  // (q_empty).
   if (k.consumer == 1) named_barrier_sync(kStaggerBarrier, kConsumerThreads);
   wgmma_fence();
   issue_scores(s, k.q_desc, k_stage(k, stage));
