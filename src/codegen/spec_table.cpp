@@ -59,18 +59,20 @@ struct TileRow {
 // S (80) + P (40) + O (64) fit, 176 spilled.
 // e4m3 D128 takes 192 keys per step: the GEMMs take half the tensor time of 16-bit ones while the
 // softmax does the same exp work per key, so the per-step overhead (barriers, O rescale, row
-// maxima) is spread over more keys (224 and 256 spilled; variable windows, whose producer needs
-// 40 registers, spilled at 192 and keep 128). D256 takes 128 (S 64 + P 16 + O 128 registers),
+// maxima) is spread over more keys (variable windows, whose producer needs 40 registers, spilled
+// at 192 and keep 128). Dense takes 256 since v15's serial two-level loop fits it: e4m3 D128 dense
+// S8K +3.4%, S2K +5.3% on the H200 (docs/PERF.md, sm90a v15). D256 takes 128 (S 64 + P 16 + O 128 registers),
 // variable windows 64 (their row ranges beside the two-level PV chunks spilled 24 bytes at 128).
 // V^T is loaded in 128-key slabs (the swizzle span), the last one whole.
 constexpr auto kAnyMask = std::nullopt;
 constexpr auto kAnyInput = std::nullopt;
-constexpr std::array<TileRow, 13> kTiles{{
+constexpr std::array<TileRow, 14> kTiles{{
     {KernelFamily::sm80, 128, Arch::sm_90a, kAnyMask, kAnyInput, {128, 128, 8}},
     {KernelFamily::sm80, 128, std::nullopt, kAnyMask, kAnyInput, {128, 64, 8}},
     {KernelFamily::sm80, 256, Arch::sm_90a, kAnyMask, kAnyInput, {128, 64, 8}},
     {KernelFamily::sm80, 256, std::nullopt, kAnyMask, kAnyInput, {128, 32, 8}},
     {KernelFamily::sm90a, 128, std::nullopt, MaskVariant::variable_window, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 128, 12}},
+    {KernelFamily::sm90a, 128, std::nullopt, MaskVariant::dense, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 256, 12}},
     {KernelFamily::sm90a, 128, std::nullopt, kAnyMask, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 192, 12}},
     {KernelFamily::sm90a, 256, std::nullopt, MaskVariant::variable_window, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 64, 12}},
     {KernelFamily::sm90a, 256, std::nullopt, kAnyMask, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 128, 12}},
