@@ -61,8 +61,9 @@ struct TileRow {
 // softmax does the same exp work per key, so the per-step overhead (barriers, O rescale, row
 // maxima) is spread over more keys (variable windows, whose producer needs 40 registers, spilled
 // at 192 and keep 128). Dense takes 256 since v15's serial two-level loop fits it: e4m3 D128 dense
-// S8K +3.4%, S2K +5.3% on the H200 (docs/PERF.md, sm90a v15). D256 takes 128 (S 64 + P 16 + O 128 registers),
-// variable windows 64 (their row ranges beside the two-level PV chunks spilled 24 bytes at 128).
+// S8K +3.4%, S2K +5.3% on the H200 (docs/PERF.md, sm90a v15). D256 takes 128 (S 64 + P 16 + O 128
+// registers), variable windows 64 (their row ranges beside the two-level PV chunks spilled 24
+// bytes at 128).
 // V^T is loaded in 128-key slabs (the swizzle span), the last one whole.
 constexpr auto kAnyMask = std::nullopt;
 constexpr auto kAnyInput = std::nullopt;

@@ -98,7 +98,7 @@ static_assert(kE4m3Inputs ? (kBlockN == 64 || kBlockN == 128 || kBlockN == 192 |
 // a working accumulator (all of D at D128; at D256, where a second O of 128 registers does not
 // fit, kPvChunkN columns at a time), and an FFMA adds it into O (o = o * alpha + w, which also
 // applies the rescale): the error stays that of BLOCK_N products. The working accumulator needs
-// room beside S, P and O in the overlapped loop (D128 at 128 keys spilled 236 bytes at 240
+// room beside S, P and O in the overlapped loop (D128 at 128 keys spilled 172 bytes at 232
 // registers), so e4m3 kernels run the serial loop, where it takes S's registers.
 constexpr bool kTwoLevel = kE4m3Inputs;
 
