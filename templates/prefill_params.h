@@ -8,7 +8,7 @@
 #ifndef TSATTN_PREFILL_PARAMS_H
 #define TSATTN_PREFILL_PARAMS_H
 
-#define TSATTN_PARAMS_VERSION 4
+#define TSATTN_PARAMS_VERSION 5
 
 // One query tile: rows q_tile*BLOCK_M .. of request `request` (q_tile*2*BLOCK_M .. when
 // TsattnPrefillParams::pair_tiles is set: a tile pair's entry).
@@ -59,8 +59,9 @@ struct TsattnPrefillParams {
   // in chunks of tiles_per_chunk consecutive tiles x all heads; inside a chunk kv head by kv head,
   // then tile, then the query heads of the group (common/work_items.cuh decodes it). Items that
   // share K/V are adjacent, so they run at the same time on neighbouring CTAs and read K/V through
-  // L2; the host picks the chunk (plan/work_order.hpp). Persistent CTAs take items blockIdx.x,
-  // blockIdx.x + gridDim.x, ...; tiles come heaviest first.
+  // L2; the host picks the chunk (plan/work_order.hpp). Tiles come heaviest first. Persistent
+  // CTAs (or CTA pairs: slots) take slots blockIdx.x, blockIdx.x + gridDim.x, ... in turn, or,
+  // when work_counter is set, claim the next slot from it whenever they need one (see below).
   // tiles == 0 (fixed layout): the implicit list of batch * ceil(q_tokens / BLOCK_M) tiles in
   // q_tile-descending order (the last tiles of a causal request see the most keys), then request.
   // Otherwise tiles[0 .. *num_tiles) in device memory, from the host or the device planner.
@@ -72,6 +73,11 @@ struct TsattnPrefillParams {
   // list (implicit or planned) is 2 * BLOCK_M rows, and cluster rank r takes its r-th BLOCK_M rows
   // (MHA and odd groups). The item order, chunks and planners then count in those tiles.
   int pair_tiles;
+  // Dynamic order (sm90a kernels with tsattn_dynamic_order = 1; null elsewhere): a zeroed 64-bit
+  // counter in device memory, private to this launch. Each CTA (pair) claims its next slot with
+  // atomicAdd(work_counter, 1) and stops at the first claim past the list, so items of unequal
+  // cost (causal, windows, ragged batches) end together instead of by the static turn's luck.
+  unsigned long long* work_counter;
 };
 
 // The sm90a family's second kernel parameter: TMA descriptors (the driver's opaque CUtensorMap,

@@ -9,8 +9,10 @@
 #   tools/ab_bench.sh "d128-dense-bf16-h32kv8-b1-s8k,d128-causal-bf16-h32kv8-b1-s8k" 2 build build-b
 # Each build JIT-compiles into its own cache (first calls are not timed); a build folder holding
 # ab-cache/ (BUILD_DIR/tsattn precompile --out BUILD_DIR/ab-cache, done on the build machine) reads
-# its precompiled kernels from there first, so the GPU machine spends no time in NVRTC. One line per case,
-# build and round: TFLOP/s, the correctness check's status and relative norm error.
+# its precompiled kernels from there first, so the GPU machine spends no time in NVRTC. A build folder
+# may also hold ab-env: NAME=value lines set for its runs only (e.g. TSATTN_WORK_ORDER=static, to
+# time one library in two modes). One line per case, build and round: TFLOP/s, the correctness
+# check's status and relative norm error.
 set -uo pipefail
 cases=$1 rounds=$2
 shift 2
@@ -21,7 +23,9 @@ export PYTHONPATH="$repo/python" PYTHONUNBUFFERED=1
 for round in $(seq 1 "$rounds"); do
   for build in "$@"; do
     name=$(basename "$build") run="$work/$(basename "$build")-$round"
-    if ! TSATTN_LIBRARY="$repo/$build/libtsattn.so.0.1.0" TSATTN_CACHE_DIR="/tmp/ab-cache-$name" \
+    build_env=()
+    [[ -f "$repo/$build/ab-env" ]] && mapfile -t build_env <"$repo/$build/ab-env"
+    if ! env "${build_env[@]}" TSATTN_LIBRARY="$repo/$build/libtsattn.so.0.1.0" TSATTN_CACHE_DIR="/tmp/ab-cache-$name" \
       TSATTN_CACHE_RO_PATH="$repo/$build/ab-cache" \
       python3 "$repo/tools/bench.py" --out "$run" --cases "$cases" --contenders tsattn --no-jit --no-plots \
       --no-smi --no-ceiling --reps 40 >"$run.log" 2>&1; then

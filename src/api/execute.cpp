@@ -187,15 +187,36 @@ const char* execute(const Problem& p) {
   std::optional<StreamBuffer> workspace;
   int64_t max_tiles = 0;  // an upper bound on the tiles the kernel will see
   std::vector<TsattnTile> host_tiles;  // the host-planned list (packed layout, host indptrs); else empty
-
-  if (p.layout == Layout::fixed) {
-    // The kernel enumerates the regular tile grid itself: nothing to upload, capturable.
-    max_tiles = p.batch * ((p.q_tokens + tile_rows - 1) / tile_rows);
-  } else if (p.indptr_on_host) {
+  if (p.layout == Layout::packed && p.indptr_on_host) {
     if (stream_is_capturing(stream))
       raise(ErrorKind::value, "the stream is capturing a CUDA graph but qo_indptr and kv_indptr are on the host, so "
             "the plan would be baked into the graph; pass them on the GPU to capture this call");
     host_tiles = plan_tiles_on_host(p, tile_rows);
+  }
+  const int64_t resident = int64_t{device.multiprocessors} * kernel.ctas_per_multiprocessor;
+
+  // Dynamic order: a zeroed counter in this call's workspace (plan/work_order.hpp).
+  const int64_t max_items = ((p.q_tokens + tile_rows - 1) / tile_rows + p.batch) * p.num_qo_heads;
+  // Such a list needs more than 2^31 x 32 KB of queries; no GPU holds it, but say so if it comes.
+  if (kernel.dynamic_order && max_items >= std::numeric_limits<int32_t>::max())
+    raise(ErrorKind::value, "q has {} query tiles x {} heads, more work items than kernel {} can number (2^31)",
+          max_items / p.num_qo_heads, p.num_qo_heads, kernel.name);
+  const bool dynamic_order =
+      kernel.dynamic_order &&
+      claims_dynamically(p, knob_string(Knob::work_order),
+                         key_tiles_per_cta(p, tile_rows, p.indptr_on_host ? &host_tiles : nullptr, resident));
+  const unsigned long long zero_counter = 0;
+
+  if (p.layout == Layout::fixed) {
+    // The kernel enumerates the regular tile grid itself: nothing to upload, capturable.
+    max_tiles = p.batch * ((p.q_tokens + tile_rows - 1) / tile_rows);
+    if (dynamic_order && max_tiles > 0) {
+      workspace.emplace(sizeof zero_counter, stream);
+      driver::check(cu.cuMemsetD32Async(workspace->get(), 0, sizeof zero_counter / 4, stream),
+                    "zeroing the work counter");
+      params.work_counter = reinterpret_cast<unsigned long long*>(workspace->get());
+    }
+  } else if (p.indptr_on_host) {
     max_tiles = static_cast<int64_t>(host_tiles.size());
     if (max_tiles == 0) return nullptr;  // no query rows
     const int num_tiles = static_cast<int>(host_tiles.size());
@@ -204,6 +225,7 @@ const char* execute(const Problem& p) {
     const size_t tiles_offset = image.append(host_tiles.data(), host_tiles.size());
     const size_t qo_offset = image.append(p.qo_indptr_host.data(), p.qo_indptr_host.size());
     const size_t kv_offset = image.append(p.kv_indptr_host.data(), p.kv_indptr_host.size());
+    const size_t counter_offset = image.append(&zero_counter, 1);
     workspace.emplace(image.bytes().size(), stream);
     // From pageable memory: the driver stages the bytes before returning, so `image` may go.
     driver::check(cu.cuMemcpyHtoDAsync(workspace->get(), image.bytes().data(), image.bytes().size(), stream),
@@ -212,6 +234,7 @@ const char* execute(const Problem& p) {
     params.tiles = reinterpret_cast<const TsattnTile*>(workspace->get() + tiles_offset);
     params.qo_indptr = reinterpret_cast<const int*>(workspace->get() + qo_offset);
     params.kv_indptr = reinterpret_cast<const int*>(workspace->get() + kv_offset);
+    if (dynamic_order) params.work_counter = reinterpret_cast<unsigned long long*>(workspace->get() + counter_offset);
   } else {
     // Indptrs on the GPU. Outside graph capture a host sync is allowed, so their values are read
     // back in stream order and held to the same rules as host indptrs (a wrong answer is worse
@@ -231,9 +254,11 @@ const char* execute(const Problem& p) {
     max_tiles = std::min<int64_t>((p.q_tokens + tile_rows - 1) / tile_rows + p.batch, std::numeric_limits<int>::max());
     if (kernel.planner == nullptr) raise(ErrorKind::runtime, "kernel {} has no device planner for GPU indptrs", kernel.name);
     if (max_tiles == 0) return nullptr;  // no query rows
+    // {num_tiles, pad, work counter (zeroed by the planner)} in 16 bytes, then the tiles.
     workspace.emplace(16 + sizeof(TsattnTile) * static_cast<size_t>(max_tiles), stream);
     params.num_tiles = reinterpret_cast<const int*>(workspace->get());
     params.tiles = reinterpret_cast<const TsattnTile*>(workspace->get() + 16);
+    if (dynamic_order) params.work_counter = reinterpret_cast<unsigned long long*>(workspace->get() + 8);
     auto* tiles_out = const_cast<TsattnTile*>(params.tiles);
     auto* count_out = const_cast<int*>(params.num_tiles);
     int capacity = static_cast<int>(max_tiles);
@@ -246,7 +271,6 @@ const char* execute(const Problem& p) {
   if (items == 0) return nullptr;  // no query rows: nothing to write
   std::optional<StreamBuffer> transposed_v;  // freed (in stream order) after the launch below
   if (choice.transposed_v) transpose_v(kernel, params, p, device, *choice.transposed_v, choice.maps, transposed_v, stream);
-  const int64_t resident = int64_t{device.multiprocessors} * kernel.ctas_per_multiprocessor;
   // The sm90a kernel takes its TMA descriptors as a second __grid_constant__ parameter.
   void* params_only[] = {&params};
   void* params_and_maps[] = {&params, &choice.maps};
@@ -261,14 +285,15 @@ const char* execute(const Problem& p) {
   params.tiles_per_chunk =
       kernel.chunked_order ? tiles_per_chunk(p, tile_rows, planned_tiles, max_tiles, walkers) : 1;
   if (paired) {
-    logf(LogLevel::debug, "launching {} in CTA pairs along {}: {} clusters of 2, {} tiles per chunk", kernel.name,
-         pair_axis_name(pair_axis), pairs, params.tiles_per_chunk);
+    logf(LogLevel::debug, "launching {} in CTA pairs along {}: {} clusters of 2, {} tiles per chunk, {} order",
+         kernel.name, pair_axis_name(pair_axis), pairs, params.tiles_per_chunk, dynamic_order ? "dynamic" : "static");
     const driver::PairsLaunch launch(kernel, static_cast<unsigned>(pairs), stream);
     driver::check(cu.cuLaunchKernelEx(&launch.config, kernel.pairs_function, arguments, nullptr),
                   fmt::format("launching {} in CTA pairs", kernel.name));
     return kernel.name.c_str();
   }
-  logf(LogLevel::debug, "launching {}: one CTA per work item, {} tiles per chunk", kernel.name, params.tiles_per_chunk);
+  logf(LogLevel::debug, "launching {}: one CTA per work item, {} tiles per chunk, {} order", kernel.name,
+       params.tiles_per_chunk, dynamic_order ? "dynamic" : "static");
   const auto grid = static_cast<unsigned>(std::min(items, resident));
   driver::check(cu.cuLaunchKernel(kernel.function, grid, 1, 1, static_cast<unsigned>(kernel.threads_per_cta), 1, 1,
                                   static_cast<unsigned>(kernel.dynamic_smem_bytes), stream, arguments, nullptr),

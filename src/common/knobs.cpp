@@ -26,6 +26,7 @@ namespace {
 
 constexpr std::array<std::string_view, 5> kLogLevels = {"off", "error", "warn", "info", "debug"};
 constexpr std::array<std::string_view, 3> kKernelFamilies = {"auto", "sm80", "sm90a"};
+constexpr std::array<std::string_view, 3> kWorkOrders = {"auto", "static", "dynamic"};
 
 using enum KnobType;
 
@@ -54,6 +55,9 @@ constexpr std::array kKnobs = {
              "how many NVRTC compiles may run at once", false, {}, 1},
     KnobInfo{Knob::kernel_family, "TSATTN_KERNEL_FAMILY", enumeration, "auto",
              "force a kernel family instead of choosing by compute capability", false, kKernelFamilies},
+    KnobInfo{Knob::work_order, "TSATTN_WORK_ORDER", enumeration, "auto",
+             "how sm90a CTAs take work items: static turns, or dynamic claims from a counter (auto: dynamic "
+             "unless every item costs the same)", false, kWorkOrders},
     KnobInfo{Knob::library, "TSATTN_LIBRARY", path, "",
              "where the Python package loads libtsattn from (read by Python only)", false, {}},
     KnobInfo{Knob::test_seed, "TSATTN_TEST_SEED", string, "",

@@ -27,6 +27,7 @@ enum class Knob {
   lineinfo,
   compile_threads,
   kernel_family,
+  work_order,
   library,
   test_seed,
 };

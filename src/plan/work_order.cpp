@@ -102,6 +102,27 @@ double predicted_makespan(const std::vector<double>& tile_costs, int heads, int 
   return *std::max_element(load.begin(), load.end());
 }
 
+double key_tiles_per_cta(const Problem& p, int block_m, const std::vector<TsattnTile>* host_tiles, int64_t ctas) {
+  if (p.layout == Layout::packed && host_tiles == nullptr) return std::numeric_limits<double>::infinity();
+  double key_tiles = 0;
+  if (host_tiles != nullptr) {
+    for (const TsattnTile& t : *host_tiles)
+      key_tiles += item_cost(tile_work(p, p.q_len(t.request), p.kv_len(t.request), t.q_tile, block_m)) - kItemOverhead;
+  } else {
+    for (int64_t q_tile = 0; q_tile * block_m < p.q_tokens; ++q_tile)
+      key_tiles += item_cost(tile_work(p, p.q_tokens, p.kv_tokens, q_tile, block_m)) - kItemOverhead;
+    key_tiles *= static_cast<double>(p.batch);
+  }
+  return key_tiles * p.num_qo_heads / static_cast<double>(std::max<int64_t>(1, ctas));
+}
+
+bool claims_dynamically(const Problem& p, std::string_view forced, double key_tiles_per_cta) {
+  if (forced == "static") return false;
+  if (forced == "dynamic") return true;
+  const bool uniform_items = p.layout == Layout::fixed && p.mask == MaskMode::dense;
+  return !uniform_items && key_tiles_per_cta >= kMinKeyTilesPerCta;
+}
+
 int tiles_per_chunk(const Problem& p, int block_m, const std::vector<TsattnTile>* host_tiles, int64_t max_tiles,
                     ListWalkers walkers) {
   const int64_t limit = std::numeric_limits<int32_t>::max() / std::max<int64_t>(1, p.num_qo_heads);

@@ -4,13 +4,15 @@
 // Inside a chunk the items go kv head by kv head, so the CTAs that run at the same time share K/V
 // and read it through L2: the larger the chunk, the fewer K/V streams come from memory at once.
 // Across chunks the list stays heaviest first, which is what balances causal work between the
-// persistent CTAs, since they take items round-robin; a chunk mixes tiles of different weight. So:
+// persistent CTAs when they take items round-robin (or claim them: claims_dynamically below); a
+// chunk mixes tiles of different weight. So:
 // dense lists are one chunk (every tile of a request does the same work), windows one tile per
 // chunk (their K/V spans are short, L2 already holds what neighbours share), and causal lists
 // take the largest chunk whose round-robin walk a cost model predicts within 2% of the best.
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "api/problem.hpp"
@@ -29,6 +31,25 @@ struct ListWalkers {
 // round-robin, each item costing its tile's cost (tile_costs in list order).
 double predicted_makespan(const std::vector<double>& tile_costs, int heads, int group, int tiles_per_chunk,
                           ListWalkers walkers);
+
+// The work of a call in key tiles of 128 per CTA (for claims_dynamically): its items' key tiles
+// over `ctas` resident CTAs. host_tiles as for tiles_per_chunk; a packed list planned on the
+// device is unknown here: infinity.
+double key_tiles_per_cta(const Problem& p, int block_m, const std::vector<TsattnTile>* host_tiles, int64_t ctas);
+
+// Whether the CTAs of an sm90a launch (of a kernel that can) claim their slots from a counter
+// (prefill_params.h, work_counter) instead of taking them in static turns. The static turn gives
+// a CTA every slots-th item, so with items of unequal cost some CTAs finish well before others
+// (the cost model above: ~3% of a causal call's time at the tail); a claim goes to whichever CTA
+// is free. Claims cost ~3 us per call (the counter's allocation and memset and the claims,
+// measured together: docs/PERF.md v16) and a wait for the claim at each item, which short calls
+// do not win back: B1 causal S1K-S2K (33 key tiles per CTA) lost 7-8% against static turns and S4K
+// (128) 1%, while S8K (504) gained 2% and B4 S4K (512) 3.6%. So
+// "auto" claims when the items differ in cost (every mask but dense, and packed requests of
+// different lengths) and there are at least kMinKeyTilesPerCta of work per CTA. `forced` is
+// TSATTN_WORK_ORDER: "auto", "static" or "dynamic".
+constexpr double kMinKeyTilesPerCta = 256;
+bool claims_dynamically(const Problem& p, std::string_view forced, double key_tiles_per_cta);
 
 // Tiles per chunk: >= 1, and times num_qo_heads below 2^31. host_tiles is the host-planned list
 // (packed layout with host indptrs), null for the fixed layout's implicit list and for lists the

@@ -22,12 +22,16 @@ struct ItemPlace {
 
 // w in [0, tiles * heads); group >= 1 divides heads; tiles_per_chunk >= 1 with
 // tiles_per_chunk * heads < 2^31 (the host clamps it), so everything inside a chunk is 32-bit.
-__host__ __device__ inline ItemPlace item_place(i64 w, i64 tiles, int heads, int group, int tiles_per_chunk) {
-  const i64 chunk_items = static_cast<i64>(tiles_per_chunk) * heads;
-  const i64 chunk = w / chunk_items;
+// Index: i64, or int where the caller knows tiles * heads < 2^31 (32-bit divisions are far
+// cheaper in registers and instructions).
+template <class Index = i64>
+__host__ __device__ inline ItemPlace item_place(Index w, i64 list_tiles, int heads, int group, int tiles_per_chunk) {
+  const Index tiles = static_cast<Index>(list_tiles);
+  const Index chunk_items = static_cast<Index>(tiles_per_chunk) * heads;
+  const Index chunk = w / chunk_items;
   const int in_chunk = static_cast<int>(w - chunk * chunk_items);
-  const i64 chunk_first_tile = chunk * tiles_per_chunk;
-  const i64 tiles_left = tiles - chunk_first_tile;
+  const Index chunk_first_tile = chunk * tiles_per_chunk;
+  const Index tiles_left = tiles - chunk_first_tile;
   const int chunk_tiles = tiles_left < tiles_per_chunk ? static_cast<int>(tiles_left) : tiles_per_chunk;
   const int kv_items = chunk_tiles * group;  // the items of one kv head in this chunk
   const int kv_head = in_chunk / kv_items;

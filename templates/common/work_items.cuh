@@ -34,6 +34,15 @@ __device__ __forceinline__ WorkList work_list(const TsattnPrefillParams& p) {
   return list;
 }
 
+template <bool kNarrow>
+struct IndexType {
+  typedef i64 type;
+};
+template <>
+struct IndexType<true> {
+  typedef int type;
+};
+
 struct WorkItem {
   int request;   // b
   int q_tile;    // rows q_tile * BLOCK_M ..
@@ -46,11 +55,14 @@ struct WorkItem {
 // The result is uniform over the CTA. kChunked false: one tile per chunk whatever tiles_per_chunk
 // says (query head w % heads of tile w / heads), for kernels whose key loop the chunk arithmetic
 // slows down (such a module exports tsattn_chunked_order = 0, and the host plans one tile per chunk).
-template <int kBlockM, bool kChunked = true>
+// kNarrow: the caller knows list.items < 2^31, so the index arithmetic runs in 32 bits.
+template <int kBlockM, bool kChunked = true, bool kNarrow = false>
 __device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const WorkList& list, i64 w, WorkItem& item) {
+  using Index = typename IndexType<kNarrow>::type;
   ItemPlace place = {0, 0};
-  if constexpr (kChunked) place = item_place(w, list.tiles, list.heads, list.group, list.tiles_per_chunk);
-  const i64 tile_index = kChunked ? place.tile_index : w / list.heads;
+  if constexpr (kChunked)
+    place = item_place<Index>(static_cast<Index>(w), list.tiles, list.heads, list.group, list.tiles_per_chunk);
+  const Index tile_index = kChunked ? static_cast<Index>(place.tile_index) : static_cast<Index>(w) / list.heads;
   TsattnTile tile;
   if (p.tiles) {
     tile = p.tiles[tile_index];

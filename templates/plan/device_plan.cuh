@@ -85,6 +85,7 @@ extern "C" __global__ void __launch_bounds__(tsattn_dev::plan::kThreads)
       total += counts[i];
     }
     *num_tiles = min(total, capacity);
+    if (params.work_counter != nullptr) *params.work_counter = 0;  // the attention kernel's claims start at 0
   }
   __syncthreads();
 

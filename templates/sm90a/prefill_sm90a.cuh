@@ -9,8 +9,9 @@
 //                then each key tile's K and V (boxes of 128 bytes x BLOCK_N)
 //                into a 2-stage ring; e4m3 V is V^T from a workspace (128 keys x D boxes, see
 //                kE4m3Inputs). In CTA pairs it loads half of each K/V tile's slabs, multicast
-//                into both CTAs. The other three warps do nothing (they leave, or in CTA pairs
-//                wait at the final cluster barrier). 40 or 24 registers.
+//                into both CTAs. One lane of warp 1 is the scheduler of 16-bit kernels: it hands
+//                out the work items (kDynamicOrder, ItemWalk). The other warps do nothing (they
+//                leave, or in CTA pairs wait at the final cluster barrier). 40 or 24 registers.
 //   warpgroups 1, 2  consumers of rows 0-63 / 64-127. Per key tile: S = Q K^T (SS wgmma,
 //                m64 n BLOCK_N, k-steps of 32 bytes), mask, online softmax in registers, P in the
 //                input dtype straight into the A registers of O += P V (RS wgmma, m64 n D; V
@@ -33,6 +34,7 @@
 //               retired (wgmma_wait), so TMA never overwrites operands in flight. In CTA pairs
 //               16: lane 0 of each consumer warp of both CTAs (either producer's multicast writes
 //               the stage in both).
+//   slot_full[r], slot_empty[r]  the scheduler's ring of work items (16-bit kernels; ItemWalk).
 // Waiters use parity (k & 1) for the k-th completion; a producer's k-th wait for an empty
 // barrier uses (k & 1) ^ 1, which a fresh barrier passes at once.
 //
@@ -62,7 +64,7 @@
 #error "the generated source must define TSATTN_KERNEL_NAME, TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS, TSATTN_STAGED_OUTPUT"
 #endif
 
-static_assert(TSATTN_PARAMS_VERSION == 4, "sm90a kernel written against TsattnPrefillParams v4");
+static_assert(TSATTN_PARAMS_VERSION == 5, "sm90a kernel written against TsattnPrefillParams v5");
 
 namespace tsattn_dev {
 namespace sm90a {
@@ -168,10 +170,21 @@ constexpr u32 kKOffset = kQOffset + kQBuffers * kQBytes;
 constexpr u32 kVOffset = kKOffset + kStages * kKStageBytes;
 constexpr u32 kOOffset = kVOffset + kStages * kVStageBytes;  // e4m3 inputs: O's own buffer
 constexpr u32 kBarrierOffset = kOOffset + (kStagedOutput && !kOutputInQ ? kOBytes : 0);
+// Dynamic order (params.work_counter; the host sets it where items differ in cost): a scheduler
+// warp claims each slot and hands it to the producer and consumers (and in a CTA pair to the peer
+// CTA) through a ring of kSlotRing entries in shared memory (ItemWalk below). 16-bit kernels only:
+// any change around the e4m3 loop moves its ptxas schedule by ~8% (docs/PERF.md v14), so e4m3
+// kernels keep the static walk.
+constexpr bool kDynamicOrder = !kE4m3Inputs;
+constexpr u32 kSlotRing = 2;
 // Barriers: q_full[2], q_empty[2] (the second pair unused with one Q buffer), k_full[2],
-// k_empty[2], v_full[2], v_empty[2].
-constexpr u32 kQFull = 0, kQEmpty = 2, kKFull = 4, kKEmpty = 6, kVFull = 8, kVEmpty = 10, kNumBarriers = 12;
-constexpr u32 kSmemBytes = 1024 + kBarrierOffset + 8 * kNumBarriers;
+// k_empty[2], v_full[2], v_empty[2]; with kDynamicOrder slot_full[2], slot_empty[2], slot_request.
+constexpr u32 kQFull = 0, kQEmpty = 2, kKFull = 4, kKEmpty = 6, kVFull = 8, kVEmpty = 10;
+constexpr u32 kSlotFull = 12, kSlotEmpty = 14, kSlotRequest = 16;
+constexpr u32 kNumBarriers = kDynamicOrder ? 17 : 12;
+constexpr u32 kSlotEntryBytes = 4;  // a slot
+constexpr u32 kSlotRingOffset = kBarrierOffset + 8 * kNumBarriers;
+constexpr u32 kSmemBytes = 1024 + kSlotRingOffset + (kDynamicOrder ? kSlotEntryBytes * kSlotRing : 0);
 static_assert(kSmemBytes <= 232448, "fits the 227 KB a Hopper CTA may use");
 
 constexpr int kSAccum = kBlockN / 2;   // S accumulators per thread (m64 x BLOCK_N)
@@ -295,18 +308,19 @@ __device__ __forceinline__ SlotWalk slot_walk(const TsattnPrefillParams& p, cons
   return {static_cast<i64>(blockIdx.x / kCtas), list.items / items_per_slot, static_cast<i64>(gridDim.x / kCtas)};
 }
 
-// This CTA's item in slot `slot`, as its own BLOCK_M-row tile (item.q_tile counts BLOCK_M rows).
-// False when the slot gives it nothing.
-template <u32 kCtas>
-__device__ __forceinline__ bool slot_item(const TsattnPrefillParams& p, const WorkList& list, i64 slot, WorkItem& item) {
+// The item of cluster rank `rank` in slot `slot`, as that CTA's own BLOCK_M-row tile (item.q_tile
+// counts BLOCK_M rows). False when the slot gives it nothing. kNarrow: see work_item.
+template <u32 kCtas, bool kNarrow = false>
+__device__ __forceinline__ bool slot_item(const TsattnPrefillParams& p, const WorkList& list, i64 slot, u32 rank,
+                                          WorkItem& item) {
   if constexpr (kCtas == 1) {
-    return work_item<kBlockM, kChunkedOrder>(p, list, slot, item);
+    return work_item<kBlockM, kChunkedOrder, kNarrow>(p, list, slot, item);
   } else if (pairs_along_tiles<kCtas>(p)) {
-    if (!work_item<2 * kBlockM, kChunkedOrder>(p, list, slot, item)) return false;
-    item.q_tile = 2 * item.q_tile + static_cast<int>(cluster_ctarank());
+    if (!work_item<2 * kBlockM, kChunkedOrder, kNarrow>(p, list, slot, item)) return false;
+    item.q_tile = 2 * item.q_tile + static_cast<int>(rank);
     return true;
   } else {
-    return work_item<kBlockM, kChunkedOrder>(p, list, 2 * slot + cluster_ctarank(), item);
+    return work_item<kBlockM, kChunkedOrder, kNarrow>(p, list, 2 * slot + rank, item);
   }
 }
 
@@ -348,6 +362,117 @@ constexpr u64 kWaitTrapNs = 10000000000ull;
 __device__ __forceinline__ void wait_phase(u32 bar, u32 parity) {
   if (!mbarrier_wait_parity_bounded(bar, parity, kWaitTrapNs)) __trap();
 }
+
+// ---------------------------------------------------------------------------------------------
+// The walk over the work list. Static order: every warp takes slots first, first + step, ... and
+// decodes their items itself. Dynamic order (kDynamicOrder): warp 1, idle otherwise, is the
+// scheduler. It claims each slot (atomicAdd on params.work_counter; without a counter, the static
+// walk) and publishes it through a ring in shared memory, where the producer and consumer warps
+// read it and decode its item; its last entry, kNoSlot, says the list is done. In a CTA pair rank
+// 0's scheduler writes each entry into both CTAs' rings, rank 1's with st.async, whose bytes
+// complete rank 1's barrier the way a TMA load does (a plain remote store would need cluster-scope
+// acquire waits, which made ptxas serialize the consumers' wgmmas, C7512). The k-th entry of a
+// CTA's life is ring entry r = k % kSlotRing:
+//   slot_full[r]   1 arrival: the scheduler's (in a pair, rank 0's, on both CTAs' barriers; on
+//                  rank 1's with the entry's bytes as transactions).
+//   slot_empty[r]  one arrival per reading warp: the producer and 8 consumer warps; in a pair
+//                  those of both CTAs (18), all on rank 0's barrier.
+//   slot_request   1 arrival: the claiming CTA's producer, when it wants its next entry (it has
+//                  issued every load of its current item). The scheduler claims entry k only after
+//                  the k-th request: claimed earlier, a slot would wait behind the CTA's current
+//                  item while another CTA went idle (measured: causal S2K lost 17% with claims
+//                  as soon as the ring had room). The static walk does not wait for requests.
+// A reader's lane 0 arrives after a shuffle of the value its warp loaded, so every load of the
+// entry has completed before the scheduler may rewrite it. Slots, and the index arithmetic of the
+// readers' decode (work_item's kNarrow, which keeps the 24-register producer free of spills), are
+// 32-bit: the host launches these kernels only for lists of fewer than 2^31 items
+// (api/execute.cpp).
+template <u32 kCtas>
+constexpr u32 kSlotEmptyArrivals = kCtas * (1 + kConsumerThreads / 32);
+constexpr u32 kNoSlot = 0xFFFFFFFFu;
+
+template <u32 kCtas>
+__device__ __forceinline__ bool claims_slots() {
+  return kCtas == 1 || cluster_ctarank() == 0;
+}
+
+template <u32 kCtas>
+__device__ __forceinline__ void schedule(const TsattnPrefillParams& params, u32 smem, u32 bars) {
+  const i64 end = slot_walk<kCtas>(params, slot_list<kCtas>(params)).end;
+  for (u32 k = 0;; ++k) {
+    const u32 r = k % kSlotRing, entry = smem + kSlotRingOffset + kSlotEntryBytes * r;
+    if (params.work_counter != nullptr) wait_phase(bars + 8 * kSlotRequest, k & 1);
+    wait_phase(bars + 8 * (kSlotEmpty + r), ((k / kSlotRing) & 1) ^ 1);
+    // The static walk's k-th slot is recomputed each time (no registers to hold it).
+    const i64 claimed = params.work_counter != nullptr
+                            ? static_cast<i64>(atomicAdd(params.work_counter, 1ull))
+                            : static_cast<i64>(blockIdx.x / kCtas) + static_cast<i64>(k) * (gridDim.x / kCtas);
+    const u32 slot = claimed < end ? static_cast<u32>(claimed) : kNoSlot;
+    st_shared_u32(entry, slot);
+    mbarrier_arrive(bars + 8 * (kSlotFull + r));
+    if constexpr (kCtas == 2) {
+      mbarrier_arrive_expect_tx_cluster(bars + 8 * (kSlotFull + r), 1, kSlotEntryBytes);
+      st_async_cluster_u32(entry, 1, slot, bars + 8 * (kSlotFull + r));
+    }
+    if (slot == kNoSlot) return;
+  }
+}
+
+// A reading warp's k-th slot (kNoSlot: the list is done).
+template <u32 kCtas>
+__device__ __forceinline__ u32 read_slot(u32 smem, u32 bars, u32 k) {
+  const u32 r = k % kSlotRing, parity = (k / kSlotRing) & 1;
+  wait_phase(bars + 8 * (kSlotFull + r), parity);
+  const u32 slot = __shfl_sync(0xffffffffu, ld_shared_u32(smem + kSlotRingOffset + kSlotEntryBytes * r), 0);
+  if (threadIdx.x % 32 == 0) {
+    // In a pair both ranks take one path (rank 0 arrives through its own cluster address): the
+    // producer has no registers for two.
+    if constexpr (kCtas == 1)
+      mbarrier_arrive(bars + 8 * (kSlotEmpty + r));
+    else
+      mbarrier_arrive_cluster(bars + 8 * (kSlotEmpty + r), 0);
+  }
+  return slot;
+}
+
+// A warp's walk over this CTA's work items, in the kernel's order:
+//   ItemWalk<kCtas, kProducer> walk(params); while (walk.next(params, smem, bars, item)) ...
+// kProducer: the producer warp's walk, which requests each entry before reading it.
+template <u32 kCtas, bool kProducer>
+struct ItemWalk {
+  WorkList list;
+  SlotWalk slots;
+  i64 slot;   // static order: the next slot to decode
+  u32 taken;  // dynamic order: ring entries read so far
+
+  __device__ __forceinline__ explicit ItemWalk(const TsattnPrefillParams& p) : taken(0) {
+    list = slot_list<kCtas>(p);
+    if constexpr (!kDynamicOrder) {
+      slots = slot_walk<kCtas>(p, list);
+      slot = slots.first;
+    }
+  }
+
+  // The next item into `item`; false once the list is done.
+  __device__ __forceinline__ bool next(const TsattnPrefillParams& p, u32 smem, u32 bars, WorkItem& item) {
+    const u32 rank = kCtas == 1 ? 0 : cluster_ctarank();
+    if constexpr (kDynamicOrder) {
+      for (;;) {
+        if (kProducer && claims_slots<kCtas>() && threadIdx.x % 32 == 0) mbarrier_arrive(bars + 8 * kSlotRequest);
+        const u32 claimed = read_slot<kCtas>(smem, bars, taken++);
+        if (claimed == kNoSlot) return false;
+        if (slot_item<kCtas, true>(p, list, claimed, rank, item)) return true;
+      }
+    } else {
+      for (; slot < slots.end; slot += slots.step)
+        if (slot_item<kCtas>(p, list, slot, rank, item)) {
+          slot += slots.step;
+          return true;
+        }
+      return false;
+    }
+  }
+};
 
 // ---------------------------------------------------------------------------------------------
 // Producer: one elected lane of warp 0.
@@ -401,12 +526,10 @@ __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const
   const int lane = threadIdx.x % 32;
   const bool leader = elect_one_sync();
   const int group_size = params.group_size > 0 ? params.group_size : 1;
-  const WorkList list = slot_list<kCtas>(params);
   u32 q_uses = 0, kv_uses = 0;
-  const SlotWalk walk = slot_walk<kCtas>(params, list);
-  for (i64 slot = walk.first; slot < walk.end; slot += walk.step) {
-    WorkItem item;
-    if (!slot_item<kCtas>(params, list, slot, item)) continue;
+  ItemWalk<kCtas, true> walk(params);
+  WorkItem item;
+  while (walk.next(params, smem, bars, item)) {
     const KeyTiles tiles = slot_key_tiles<kCtas>(params, item, lane);
     if (tiles.num_tiles == 0) continue;  // the consumers write zeros without Q or K/V
     if (leader) {
@@ -954,13 +1077,10 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 s
   const int t = threadIdx.x % 128;  // thread within the warpgroup
   const int lane = t % 32, warp = t / 32, g = lane / 4, c = lane % 4;
   const int row_in_tile = 64 * consumer + 16 * warp + g;  // this thread's first row (second: + 8)
-  const WorkList list = slot_list<kCtas>(params);
   u32 q_uses = 0, kv_uses = 0;
-
-  const SlotWalk walk = slot_walk<kCtas>(params, list);
-  for (i64 slot = walk.first; slot < walk.end; slot += walk.step) {
-    WorkItem item;
-    if (!slot_item<kCtas>(params, list, slot, item)) continue;
+  ItemWalk<kCtas, false> walk(params);
+  WorkItem item;
+  while (walk.next(params, smem, bars, item)) {
     const KeyTiles tiles = slot_key_tiles<kCtas>(params, item, lane);
     RowState rows;
     int warp_full_from = -0x7FFFFFFF - 1, warp_full_to = 0x7FFFFFFF;
@@ -1027,6 +1147,13 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params, c
       mbarrier_init(bars + 8 * (kVFull + s), 1);
       mbarrier_init(bars + 8 * (kVEmpty + s), kKvEmptyArrivals<kCtas>);
     }
+    if constexpr (kDynamicOrder) {
+      for (u32 r = 0; r < kSlotRing; ++r) {
+        mbarrier_init(bars + 8 * (kSlotFull + r), 1);
+        mbarrier_init(bars + 8 * (kSlotEmpty + r), kSlotEmptyArrivals<kCtas>);
+      }
+      mbarrier_init(bars + 8 * kSlotRequest, 1);
+    }
     fence_mbarrier_init();
   }
   // CTA pairs: the peer's barriers must be initialised before the first multicast or remote arrival.
@@ -1038,7 +1165,10 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params, c
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     setmaxnreg_dec<kProducerRegisters>();
-    if (threadIdx.x < 32) produce<kCtas>(params, maps, smem, bars);
+    if (threadIdx.x < 32)
+      produce<kCtas>(params, maps, smem, bars);
+    else if (kDynamicOrder && threadIdx.x == 32 && claims_slots<kCtas>())  // one lane of warp 1
+      schedule<kCtas>(params, smem, bars);
   } else {
     setmaxnreg_inc<kConsumerRegisters>();
     consume<kCtas>(params, smem, bars, warpgroup - 1);
@@ -1057,6 +1187,8 @@ extern "C" __device__ const int tsattn_block_m = TSATTN_BLOCK_M;
 // 1: the kernels decode the work list in chunks of params.tiles_per_chunk tiles; 0: one tile per
 // chunk whatever the params say (kChunkedOrder), and the host then plans no chunks.
 extern "C" __device__ const int tsattn_chunked_order = tsattn_dev::sm90a::kChunkedOrder ? 1 : 0;
+// 1: the kernels claim slots from params.work_counter when it is set (kDynamicOrder).
+extern "C" __device__ const int tsattn_dynamic_order = tsattn_dev::sm90a::kDynamicOrder ? 1 : 0;
 // 2: the module also has TSATTN_KERNEL_NAME_pairs, for launches in clusters of 2 CTAs.
 extern "C" __device__ const int tsattn_max_cluster_size = tsattn_dev::sm90a::kPairable ? 2 : 1;
 // 1: that kernel also pairs along query tiles (params.pair_tiles; plan/cta_pairs.hpp).

@@ -188,6 +188,38 @@ __device__ __forceinline__ void mbarrier_arrive_cluster(u32 bar, u32 cta) {
       : "memory");
 }
 
+// One arrival on the barrier at offset `bar` of cluster rank `cta` that also raises its phase's
+// expected transaction count by `bytes` (for st_async_cluster_u32 below).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx_cluster(u32 bar, u32 cta, u32 bytes) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.expect_tx.shared::cluster.b64 _, [remote], %2;\n}" ::"r"(bar), "r"(cta), "r"(bytes)
+      : "memory");
+}
+
+// A 32-bit word of this CTA's shared memory (u32 smem address).
+__device__ __forceinline__ void st_shared_u32(u32 addr, u32 w) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(w) : "memory");
+}
+
+__device__ __forceinline__ u32 ld_shared_u32(u32 addr) {
+  u32 w;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(w) : "r"(addr) : "memory");
+  return w;
+}
+
+// Stores 4 bytes at offset `addr` of cluster rank `cta`'s shared memory, asynchronously: they
+// count as transaction bytes on that CTA's barrier at offset `bar` (like a TMA load), so its
+// waiters see them once the phase completes.
+__device__ __forceinline__ void st_async_cluster_u32(u32 addr, u32 cta, u32 w, u32 bar) {
+  asm volatile(
+      "{\n.reg .b32 remote, remote_bar;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mapa.shared::cluster.u32 remote_bar, %2, %1;\n"
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [remote], %3, [remote_bar];\n}" ::"r"(addr),
+      "r"(cta), "r"(bar), "r"(w)
+      : "memory");
+}
+
 // Stores the box at (c0, c1) from shared memory; elements outside the tensor are not written.
 // The smem source must have been written through the async proxy, or fenced with
 // fence_proxy_async_shared() by its writers. Completes with tma_store_commit / tma_store_wait.

@@ -48,7 +48,7 @@ TEST_SUITE("common/knobs") {
     for (const char* expected :
          {"TSATTN_CACHE_DIR", "TSATTN_CACHE_RO_PATH", "TSATTN_CACHE_DISABLE", "TSATTN_ALWAYS_COMPILE",
           "TSATTN_DISABLE_JIT", "TSATTN_LOG_LEVEL", "TSATTN_DUMP_DIR", "TSATTN_LINEINFO", "TSATTN_COMPILE_THREADS",
-          "TSATTN_KERNEL_FAMILY", "TSATTN_LIBRARY"}) {
+          "TSATTN_KERNEL_FAMILY", "TSATTN_WORK_ORDER", "TSATTN_LIBRARY"}) {
       CHECK_MESSAGE(names.count(expected) == 1, expected);
     }
     CHECK(tsattn::knob_info(Knob::lineinfo).affects_cache_key);
@@ -109,6 +109,10 @@ TEST_SUITE("common/knobs") {
     CHECK(tsattn::knob_string(Knob::kernel_family) == "auto");
     env.set("TSATTN_KERNEL_FAMILY", "SM90A");
     CHECK(tsattn::knob_string(Knob::kernel_family) == "sm90a");
+    env.set("TSATTN_WORK_ORDER", nullptr);
+    CHECK(tsattn::knob_string(Knob::work_order) == "auto");
+    env.set("TSATTN_WORK_ORDER", " Dynamic ");
+    CHECK(tsattn::knob_string(Knob::work_order) == "dynamic");
     env.set("TSATTN_LOG_LEVEL", "Debug");
     CHECK(tsattn::knob_string(Knob::log_level) == "debug");
     env.set("TSATTN_LOG_LEVEL", "");

@@ -2,7 +2,7 @@
 // compiled here as host code) and the host's choice of chunk with its cost model
 // (plan/work_order.hpp), without a GPU: every (tile, head) item exactly once, chunks in list order,
 // kv heads contiguous inside a chunk, the two heads of a CTA pair adjacent, chunks of one tile
-// giving the original order.
+// giving the original order; and where the kernels claim their items dynamically.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -191,6 +191,49 @@ TEST_SUITE("plan/work_order") {
     p.num_qo_heads = p.num_kv_heads = 1 << 20;
     const int64_t huge = int64_t{1} << 40;
     CHECK(int64_t{tiles_per_chunk(p, 128, nullptr, huge, singles)} * p.num_qo_heads <= std::numeric_limits<int32_t>::max());
+  }
+
+  TEST_CASE("dynamic order: where items differ in cost and each CTA has enough work, unless forced") {
+    Problem p;
+    p.layout = Layout::fixed;
+    p.batch = 1;
+    p.q_tokens = p.kv_tokens = 8192;
+    p.num_qo_heads = 32;
+    p.num_kv_heads = 8;
+    p.mask = MaskMode::causal;
+    // 64 query tiles seeing 1..64 key tiles: 2080 per head, over 132 CTAs.
+    const double s8k = key_tiles_per_cta(p, 128, nullptr, 132);
+    CHECK(s8k == doctest::Approx(2080.0 * 32 / 132));
+    CHECK(claims_dynamically(p, "auto", s8k));
+    CHECK_FALSE(claims_dynamically(p, "static", s8k));
+    p.q_tokens = p.kv_tokens = 2048;  // 136 per head: 33 per CTA, too little to win the claims back
+    const double s2k = key_tiles_per_cta(p, 128, nullptr, 132);
+    CHECK(s2k == doctest::Approx(136.0 * 32 / 132));
+    CHECK_FALSE(claims_dynamically(p, "auto", s2k));
+    CHECK(claims_dynamically(p, "dynamic", s2k));
+    p.batch = 8;  // the same shape eight times over
+    CHECK(key_tiles_per_cta(p, 128, nullptr, 132) == doctest::Approx(8 * s2k));
+    CHECK(claims_dynamically(p, "auto", key_tiles_per_cta(p, 128, nullptr, 132)));
+    p.mask = MaskMode::dense;  // every item of a fixed dense call costs the same
+    CHECK_FALSE(claims_dynamically(p, "auto", key_tiles_per_cta(p, 128, nullptr, 132)));
+    CHECK(claims_dynamically(p, "dynamic", 0.0));
+    p.mask = MaskMode::variable_window;
+    CHECK(claims_dynamically(p, "auto", 1e4));
+
+    // Packed: requests of different lengths, so dense items differ too; the host's list gives the work.
+    p.layout = Layout::packed;
+    p.mask = MaskMode::dense;
+    p.batch = 2;
+    p.q_tokens = p.kv_tokens = 1024 + 256;
+    p.indptr_on_host = true;
+    p.qo_indptr_host = p.kv_indptr_host = {0, 1024, 1024 + 256};
+    const std::vector<TsattnTile> host = plan_tiles_on_host(p, 128);
+    CHECK(key_tiles_per_cta(p, 128, &host, 4) == doctest::Approx((8.0 * 8 + 2 * 2) * 32 / 4));
+    CHECK(claims_dynamically(p, "auto", key_tiles_per_cta(p, 128, &host, 4)));
+    CHECK_FALSE(claims_dynamically(p, "auto", key_tiles_per_cta(p, 128, &host, 132)));
+    // Planned on the device: the work is unknown on the host, and ragged batches gain the most.
+    p.indptr_on_host = false;
+    CHECK(claims_dynamically(p, "auto", key_tiles_per_cta(p, 128, nullptr, 132)));
   }
 }
 
