@@ -57,7 +57,7 @@ constexpr std::array kKnobs = {
              "force a kernel family instead of choosing by compute capability", false, kKernelFamilies},
     KnobInfo{Knob::work_order, "TSATTN_WORK_ORDER", enumeration, "auto",
              "how sm90a CTAs take work items: static turns, or dynamic claims from a counter (auto: dynamic "
-             "unless every item costs the same)", false, kWorkOrders},
+             "where items differ in cost and each CTA has at least 256 key tiles of work)", false, kWorkOrders},
     KnobInfo{Knob::library, "TSATTN_LIBRARY", path, "",
              "where the Python package loads libtsattn from (read by Python only)", false, {}},
     KnobInfo{Knob::test_seed, "TSATTN_TEST_SEED", string, "",
