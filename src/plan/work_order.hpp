@@ -43,8 +43,8 @@ double key_tiles_per_cta(const Problem& p, int block_m, const std::vector<Tsattn
 // (the cost model above: ~3% of a causal call's time at the tail); a claim goes to whichever CTA
 // is free. Claims cost ~3 us per call (the counter's allocation and memset and the claims,
 // measured together: docs/PERF.md v16) and a wait for the claim at each item, which short calls
-// do not win back: B1 causal S1K-S2K (33 key tiles per CTA) lost 7-8% against static turns and S4K
-// (128) 1%, while S8K (504) gained 2% and B4 S4K (512) 3.6%. So
+// do not win back: B1 causal S1K-S2K (9-33 key tiles per CTA) lost 7-8% against static turns and
+// S4K (128) 1%, while S8K (504) gained 2% and B4 S4K (512) 3.6%. So
 // "auto" claims when the items differ in cost (every mask but dense, and packed requests of
 // different lengths) and there are at least kMinKeyTilesPerCta of work per CTA. `forced` is
 // TSATTN_WORK_ORDER: "auto", "static" or "dynamic".
