@@ -117,3 +117,45 @@ def test_the_order_each_launch_takes():
     assert _launch_orders("auto") == ["static", "dynamic", "static", "dynamic"]
     assert _launch_orders("static") == ["static"] * 4
     assert _launch_orders("dynamic") == ["dynamic"] * 4
+
+
+@pytest.mark.parametrize("layout", ["fixed", "packed_gpu_indptrs"])
+def test_graph_replays_claim_from_a_fresh_counter(monkeypatch, layout):
+    """A captured call replayed three times with new inputs: each replay must zero its counter again
+    (the fixed layout's memset node, the device planner of GPU indptrs), or the later replays would
+    find every slot claimed and leave out poisoned."""
+    monkeypatch.setenv("TSATTN_WORK_ORDER", "dynamic")
+    torch.manual_seed(21 if layout == "fixed" else 22)
+    hq, hkv, d = 8, 2, 128
+    if layout == "fixed":
+        q, k, v = randn((2, 700, hq, d), BF16), randn((2, 700, hkv, d), BF16), randn((2, 700, hkv, d), BF16)
+        packed = {}
+    else:
+        lengths = [700, 0, 129, 1, 300]
+        qo = indptr(lengths, device="cuda")
+        q, k, v = randn((sum(lengths), hq, d), BF16), randn((sum(lengths), hkv, d), BF16), \
+            randn((sum(lengths), hkv, d), BF16)
+        packed = {"qo_indptr": qo, "kv_indptr": qo}
+    out = poisoned(q.shape, BF16)
+
+    def call():
+        tsattn.batch_prefill(q, k, v, out=out, mask_type="causal", **packed)
+
+    side = torch.cuda.Stream()  # warm up off the capture stream, as torch recommends
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    ref_packed = {key: val.cpu() for key, val in packed.items()}
+    for replay in range(3):
+        for t in (q, k, v):
+            t.copy_(randn(t.shape, BF16))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        expected = reference(q, k, v, mask_type="causal", **ref_packed)
+        assert_close_to_reference(out, expected, BF16, f"{layout}, replay {replay}")
