@@ -202,9 +202,8 @@ const char* execute(const Problem& p) {
     raise(ErrorKind::value, "q has {} query tiles x {} heads, more work items than kernel {} can number (2^31)",
           max_items / p.num_qo_heads, p.num_qo_heads, kernel.name);
   const bool dynamic_order =
-      kernel.dynamic_order &&
-      claims_dynamically(p, knob_string(Knob::work_order),
-                         key_tiles_per_cta(p, tile_rows, p.indptr_on_host ? &host_tiles : nullptr, resident));
+      kernel.dynamic_order && claims_dynamically(p, knob_string(Knob::work_order), tile_rows,
+                                                 p.indptr_on_host ? &host_tiles : nullptr, resident);
   const unsigned long long zero_counter = 0;
 
   if (p.layout == Layout::fixed) {

@@ -116,11 +116,12 @@ double key_tiles_per_cta(const Problem& p, int block_m, const std::vector<Tsattn
   return key_tiles * p.num_qo_heads / static_cast<double>(std::max<int64_t>(1, ctas));
 }
 
-bool claims_dynamically(const Problem& p, std::string_view forced, double key_tiles_per_cta) {
+bool claims_dynamically(const Problem& p, std::string_view forced, int block_m,
+                        const std::vector<TsattnTile>* host_tiles, int64_t ctas) {
   if (forced == "static") return false;
   if (forced == "dynamic") return true;
   const bool uniform_items = p.layout == Layout::fixed && p.mask == MaskMode::dense;
-  return !uniform_items && key_tiles_per_cta >= kMinKeyTilesPerCta;
+  return !uniform_items && key_tiles_per_cta(p, block_m, host_tiles, ctas) >= kMinKeyTilesPerCta;
 }
 
 int tiles_per_chunk(const Problem& p, int block_m, const std::vector<TsattnTile>* host_tiles, int64_t max_tiles,

@@ -47,9 +47,11 @@ double key_tiles_per_cta(const Problem& p, int block_m, const std::vector<Tsattn
 // S4K (128) 1%, while S8K (504) gained 2% and B4 S4K (512) 3.6%. So
 // "auto" claims when the items differ in cost (every mask but dense, and packed requests of
 // different lengths) and there are at least kMinKeyTilesPerCta of work per CTA. `forced` is
-// TSATTN_WORK_ORDER: "auto", "static" or "dynamic".
+// TSATTN_WORK_ORDER: "auto", "static" or "dynamic". The work (key_tiles_per_cta of block_m,
+// host_tiles and ctas) is computed only when "auto" needs it.
 constexpr double kMinKeyTilesPerCta = 256;
-bool claims_dynamically(const Problem& p, std::string_view forced, double key_tiles_per_cta);
+bool claims_dynamically(const Problem& p, std::string_view forced, int block_m,
+                        const std::vector<TsattnTile>* host_tiles, int64_t ctas);
 
 // Tiles per chunk: >= 1, and times num_qo_heads below 2^31. host_tiles is the host-planned list
 // (packed layout with host indptrs), null for the fixed layout's implicit list and for lists the

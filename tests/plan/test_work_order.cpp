@@ -204,21 +204,21 @@ TEST_SUITE("plan/work_order") {
     // 64 query tiles seeing 1..64 key tiles: 2080 per head, over 132 CTAs.
     const double s8k = key_tiles_per_cta(p, 128, nullptr, 132);
     CHECK(s8k == doctest::Approx(2080.0 * 32 / 132));
-    CHECK(claims_dynamically(p, "auto", s8k));
-    CHECK_FALSE(claims_dynamically(p, "static", s8k));
+    CHECK(claims_dynamically(p, "auto", 128, nullptr, 132));
+    CHECK_FALSE(claims_dynamically(p, "static", 128, nullptr, 132));
     p.q_tokens = p.kv_tokens = 2048;  // 136 per head: 33 per CTA, too little to win the claims back
     const double s2k = key_tiles_per_cta(p, 128, nullptr, 132);
     CHECK(s2k == doctest::Approx(136.0 * 32 / 132));
-    CHECK_FALSE(claims_dynamically(p, "auto", s2k));
-    CHECK(claims_dynamically(p, "dynamic", s2k));
+    CHECK_FALSE(claims_dynamically(p, "auto", 128, nullptr, 132));
+    CHECK(claims_dynamically(p, "dynamic", 128, nullptr, 132));
     p.batch = 8;  // the same shape eight times over
     CHECK(key_tiles_per_cta(p, 128, nullptr, 132) == doctest::Approx(8 * s2k));
-    CHECK(claims_dynamically(p, "auto", key_tiles_per_cta(p, 128, nullptr, 132)));
+    CHECK(claims_dynamically(p, "auto", 128, nullptr, 132));
     p.mask = MaskMode::dense;  // every item of a fixed dense call costs the same
-    CHECK_FALSE(claims_dynamically(p, "auto", key_tiles_per_cta(p, 128, nullptr, 132)));
-    CHECK(claims_dynamically(p, "dynamic", 0.0));
-    p.mask = MaskMode::variable_window;
-    CHECK(claims_dynamically(p, "auto", 1e4));
+    CHECK_FALSE(claims_dynamically(p, "auto", 128, nullptr, 132));
+    CHECK(claims_dynamically(p, "dynamic", 128, nullptr, 1000000));  // forced, however little work
+    p.mask = MaskMode::variable_window;  // the host counts every key for per-row windows: 496 per CTA
+    CHECK(claims_dynamically(p, "auto", 128, nullptr, 132));
 
     // Packed: requests of different lengths, so dense items differ too; the host's list gives the work.
     p.layout = Layout::packed;
@@ -229,11 +229,12 @@ TEST_SUITE("plan/work_order") {
     p.qo_indptr_host = p.kv_indptr_host = {0, 1024, 1024 + 256};
     const std::vector<TsattnTile> host = plan_tiles_on_host(p, 128);
     CHECK(key_tiles_per_cta(p, 128, &host, 4) == doctest::Approx((8.0 * 8 + 2 * 2) * 32 / 4));
-    CHECK(claims_dynamically(p, "auto", key_tiles_per_cta(p, 128, &host, 4)));
-    CHECK_FALSE(claims_dynamically(p, "auto", key_tiles_per_cta(p, 128, &host, 132)));
+    CHECK(claims_dynamically(p, "auto", 128, &host, 4));
+    CHECK_FALSE(claims_dynamically(p, "auto", 128, &host, 132));
     // Planned on the device: the work is unknown on the host, and ragged batches gain the most.
     p.indptr_on_host = false;
-    CHECK(claims_dynamically(p, "auto", key_tiles_per_cta(p, 128, nullptr, 132)));
+    CHECK(key_tiles_per_cta(p, 128, nullptr, 132) == std::numeric_limits<double>::infinity());
+    CHECK(claims_dynamically(p, "auto", 128, nullptr, 132));
   }
 }
 
