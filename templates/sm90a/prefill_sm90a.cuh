@@ -34,7 +34,8 @@
 //               retired (wgmma_wait), so TMA never overwrites operands in flight. In CTA pairs
 //               16: lane 0 of each consumer warp of both CTAs (either producer's multicast writes
 //               the stage in both).
-//   slot_full[r], slot_empty[r]  the scheduler's ring of work items (16-bit kernels; ItemWalk).
+//   slot_full[r], slot_empty[r], slot_request  the scheduler's ring of work items and the
+//               producer's requests for the next one (16-bit kernels; ItemWalk).
 // Waiters use parity (k & 1) for the k-th completion; a producer's k-th wait for an empty
 // barrier uses (k & 1) ^ 1, which a fresh barrier passes at once.
 //
