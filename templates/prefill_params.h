@@ -8,7 +8,7 @@
 #ifndef TSATTN_PREFILL_PARAMS_H
 #define TSATTN_PREFILL_PARAMS_H
 
-#define TSATTN_PARAMS_VERSION 5
+#define TSATTN_PARAMS_VERSION 6
 
 // One query tile: rows q_tile*BLOCK_M .. of request `request` (q_tile*2*BLOCK_M .. when
 // TsattnPrefillParams::pair_tiles is set: a tile pair's entry).
@@ -78,6 +78,20 @@ struct TsattnPrefillParams {
   // atomicAdd(work_counter, 1) and stops at the first claim past the list, so items of unequal
   // cost (causal, windows, ragged batches) end together instead of by the static turn's luck.
   unsigned long long* work_counter;
+  // Split tail (sm90a modules with tsattn_split_partial_bytes > 0: 16-bit dense D128, fixed
+  // layout; only in the static order; 0 and null elsewhere). All slots cost the same there, so the
+  // static turn's last round leaves walkers idle whenever the slots are not a multiple of the
+  // walkers W (CTAs, or CTA pairs). split_slots = F (W <= F < 2 W, slots - F a multiple of W) hands
+  // the last F slots out by key tiles instead (common/split_tail.cuh): walker w takes tiles
+  // [w F n / W, (w + 1) F n / W) of those slots' F x n (n per slot), so a slot may be cut in two
+  // parts, at the end of a walker's share and at the start of the next walker's. Each part writes
+  // its unnormalized O, row maxima and row sums to split_partials (tsattn_split_partial_bytes per
+  // boundary b (1 .. W - 1), CTA of the cluster and part (0: the slot's first keys, 1: the rest))
+  // and counts itself on split_flags (int, per boundary, CTA and consumer warp: W x CTAs x 8,
+  // zeroed before the launch); the second to arrive merges both and writes the output.
+  int split_slots;
+  int* split_flags;
+  float* split_partials;
 };
 
 // The sm90a family's second kernel parameter: TMA descriptors (the driver's opaque CUtensorMap,

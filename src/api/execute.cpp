@@ -23,6 +23,7 @@
 #include "plan/cta_pairs.hpp"
 #include "plan/host_plan.hpp"
 #include "plan/kernel_params.hpp"
+#include "plan/split_tail.hpp"
 #include "plan/tensor_maps.hpp"
 #include "plan/work_order.hpp"
 
@@ -150,6 +151,29 @@ class UploadImage {
  private:
   std::vector<uint8_t> bytes_;
 };
+
+// A split tail for a dense fixed-layout launch in static order (plan/split_tail.hpp): sets
+// params.split_* and puts the zeroed counts and the partial buffers in `workspace`, or does nothing.
+void plan_split_tail(const Problem& p, const driver::LoadedKernel& kernel, int block_n, int64_t slots,
+                     int64_t walkers, int ctas_per_walker, TsattnPrefillParams& params,
+                     std::optional<StreamBuffer>& workspace, CUstream stream) {
+  const int64_t steps = (p.kv_tokens + block_n - 1) / block_n;
+  const int64_t tail = split_tail_slots(slots, walkers, steps, knob_string(Knob::split_tail));
+  if (tail == 0) return;
+  // Per boundary between walkers (< walkers) and CTA: a count per consumer warp (8), and a buffer
+  // for each of the two parts of the slot cut there.
+  const int64_t counts = walkers * ctas_per_walker * 8;
+  const size_t counts_bytes = (static_cast<size_t>(counts) * sizeof(int) + 255) / 256 * 256;
+  const size_t partial_bytes = static_cast<size_t>(walkers * ctas_per_walker * 2) * kernel.split_partial_bytes;
+  workspace.emplace(counts_bytes + partial_bytes, stream);
+  driver::check(driver::api().cuMemsetD32Async(workspace->get(), 0, static_cast<size_t>(counts), stream),
+                "zeroing the split tail's counts");
+  params.split_slots = static_cast<int>(tail);
+  params.split_flags = reinterpret_cast<int*>(workspace->get());
+  params.split_partials = reinterpret_cast<float*>(workspace->get() + counts_bytes);
+  logf(LogLevel::debug, "{}: the last {} of {} slots go out by key tiles ({} per slot) over {} walkers", kernel.name,
+       tail, slots, steps, walkers);
+}
 
 }  // namespace
 
@@ -279,6 +303,10 @@ const char* execute(const Problem& p) {
   const ListWalkers walkers = pair_axis == PairAxis::heads ? ListWalkers{pairs, 2}
                               : paired                     ? ListWalkers{pairs, 1}
                                                            : ListWalkers{std::min(items, resident), 1};
+  std::optional<StreamBuffer> split_workspace;
+  if (p.layout == Layout::fixed && p.mask == MaskMode::dense && kernel.split_partial_bytes > 0 && !dynamic_order)
+    plan_split_tail(p, kernel, choice.tile.block_n, items / walkers.items_per_slot, walkers.slots, paired ? 2 : 1,
+                    params, split_workspace, stream);
   // Kernels that walk one tile per chunk (sm90a e4m3: kChunkedOrder) say so in tsattn_chunked_order.
   const std::vector<TsattnTile>* planned_tiles = host_tiles.empty() ? nullptr : &host_tiles;
   params.tiles_per_chunk =

@@ -27,6 +27,7 @@ namespace {
 constexpr std::array<std::string_view, 5> kLogLevels = {"off", "error", "warn", "info", "debug"};
 constexpr std::array<std::string_view, 3> kKernelFamilies = {"auto", "sm80", "sm90a"};
 constexpr std::array<std::string_view, 3> kWorkOrders = {"auto", "static", "dynamic"};
+constexpr std::array<std::string_view, 3> kSplitTails = {"auto", "off", "on"};
 
 using enum KnobType;
 
@@ -58,6 +59,10 @@ constexpr std::array kKnobs = {
     KnobInfo{Knob::work_order, "TSATTN_WORK_ORDER", enumeration, "auto",
              "how sm90a CTAs take work items: static turns, or dynamic claims from a counter (auto: dynamic "
              "where items differ in cost and each CTA has at least 256 key tiles of work)", false, kWorkOrders},
+    KnobInfo{Knob::split_tail, "TSATTN_SPLIT_TAIL", enumeration, "auto",
+             "whether sm90a dense fixed-layout calls in static order split their last two rounds of work items by "
+             "key tiles so that every CTA ends together (auto: where the cost model predicts a gain)", false,
+             kSplitTails},
     KnobInfo{Knob::library, "TSATTN_LIBRARY", path, "",
              "where the Python package loads libtsattn from (read by Python only)", false, {}},
     KnobInfo{Knob::test_seed, "TSATTN_TEST_SEED", string, "",

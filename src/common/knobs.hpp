@@ -28,6 +28,7 @@ enum class Knob {
   compile_threads,
   kernel_family,
   work_order,
+  split_tail,
   library,
   test_seed,
 };

@@ -54,6 +54,7 @@
 #include "common/mask.cuh"
 #include "common/prelude.cuh"
 #include "common/request.cuh"
+#include "common/split_tail.cuh"
 #include "common/work_items.cuh"
 #include "prefill_params.h"
 #include "sm90a/tma.cuh"
@@ -65,7 +66,7 @@
 #error "the generated source must define TSATTN_KERNEL_NAME, TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS, TSATTN_STAGED_OUTPUT"
 #endif
 
-static_assert(TSATTN_PARAMS_VERSION == 5, "sm90a kernel written against TsattnPrefillParams v5");
+static_assert(TSATTN_PARAMS_VERSION == 6, "sm90a kernel written against TsattnPrefillParams v6");
 
 namespace tsattn_dev {
 namespace sm90a {
@@ -178,12 +179,22 @@ constexpr u32 kBarrierOffset = kOOffset + (kStagedOutput && !kOutputInQ ? kOByte
 // kernels keep the static walk.
 constexpr bool kDynamicOrder = !kE4m3Inputs;
 constexpr u32 kSlotRing = 2;
+// Split tail (params.split_slots; prefill_params.h; common/split_tail.cuh): 16-bit dense D128
+// kernels of the fixed layout, whose items all cost the same, so that the static walk's last round
+// leaves walkers idle unless the slots are a multiple of the walkers (dense S8K: 1024 slots on 66
+// CTA pairs, 15.5 rounds, so 3% of the call is idle SMs; an unlucky S2112 ran 23% slower than S2K,
+// cuDNN alike). The last round and the one before it go out by key tiles instead. Causal and
+// packed kernels claim dynamically, and e4m3 kernels keep their code (kDynamicOrder). D256 dense
+// kernels do not split: with the 8-byte ring entries alone ptxas scheduled their CTA-pairs kernel's
+// key loop differently, 8-15% slower at S4K-S8K with the split off (docs/PERF.md, sm90a v17).
+constexpr bool kSplitTail = !kE4m3Inputs && TSATTN_MASK == 0 && !TSATTN_PACKED && kHeadDim == 128;
 // Barriers: q_full[2], q_empty[2] (the second pair unused with one Q buffer), k_full[2],
 // k_empty[2], v_full[2], v_empty[2]; with kDynamicOrder slot_full[2], slot_empty[2], slot_request.
 constexpr u32 kQFull = 0, kQEmpty = 2, kKFull = 4, kKEmpty = 6, kVFull = 8, kVEmpty = 10;
 constexpr u32 kSlotFull = 12, kSlotEmpty = 14, kSlotRequest = 16;
 constexpr u32 kNumBarriers = kDynamicOrder ? 17 : 12;
-constexpr u32 kSlotEntryBytes = 4;  // a slot
+// A slot; with kSplitTail also its key tiles (schedule: kWholeSlot, kNoPiece, or first | count << 16).
+constexpr u32 kSlotEntryBytes = kSplitTail ? 8 : 4;
 constexpr u32 kSlotRingOffset = kBarrierOffset + 8 * kNumBarriers;
 constexpr u32 kSmemBytes = 1024 + kSlotRingOffset + (kDynamicOrder ? kSlotEntryBytes * kSlotRing : 0);
 static_assert(kSmemBytes <= 232448, "fits the 227 KB a Hopper CTA may use");
@@ -397,34 +408,85 @@ __device__ __forceinline__ bool claims_slots() {
   return kCtas == 1 || cluster_ctarank() == 0;
 }
 
+// Split tail (kSplitTail; common/split_tail.cuh): the scheduler decodes each piece and publishes
+// its key tiles with its slot (kSlotEntryBytes), so the readers do no divisions (decoding in the
+// 24-register producer spilled). A part of a cut slot writes what it has to split_partials and the
+// later of the two parts merges them (merge_split_parts).
+constexpr u32 kWholeSlot = 0xFFFFFFFFu, kNoPiece = 0;  // the entry's second word: else first | count << 16
+static_assert(kMaxSplitSteps < (1u << 15), "a piece's first tile and count fit 16 bits each");
+
+// Key tiles per slot of a split tail (dense, fixed layout: every slot walks all keys).
+__device__ __forceinline__ u32 split_steps(const TsattnPrefillParams& p) {
+  return (static_cast<u32>(max(p.kv_tokens, 0)) + kBlockN - 1) / kBlockN;
+}
+
+// The whole-slot rounds of this launch's static walk before its split tail; 0xFFFFFFFF when it has
+// none (also when the host's split_slots do not fit the launch, which the host never sends).
+template <u32 kCtas>
+__device__ __forceinline__ u32 whole_slot_rounds(const TsattnPrefillParams& p, i64 end) {
+  if constexpr (kSplitTail) {
+    const u32 walkers = gridDim.x / kCtas, slots = static_cast<u32>(end), tail = static_cast<u32>(max(p.split_slots, 0));
+    if (p.work_counter == nullptr && split_tail_walkable(slots, tail, walkers, split_steps(p)))
+      return (slots - tail) / walkers;
+  } else {
+    (void)p;
+    (void)end;
+  }
+  return 0xFFFFFFFFu;
+}
+
 template <u32 kCtas>
 __device__ __forceinline__ void schedule(const TsattnPrefillParams& params, u32 smem, u32 bars) {
   const i64 end = slot_walk<kCtas>(params, slot_list<kCtas>(params)).end;
+  const u32 rounds = whole_slot_rounds<kCtas>(params, end);
   for (u32 k = 0;; ++k) {
     const u32 r = k % kSlotRing, entry = smem + kSlotRingOffset + kSlotEntryBytes * r;
     if (params.work_counter != nullptr) wait_phase(bars + 8 * kSlotRequest, k & 1);
     wait_phase(bars + 8 * (kSlotEmpty + r), ((k / kSlotRing) & 1) ^ 1);
-    // The static walk's k-th slot is recomputed each time (no registers to hold it).
-    const i64 claimed = params.work_counter != nullptr
-                            ? static_cast<i64>(atomicAdd(params.work_counter, 1ull))
-                            : static_cast<i64>(blockIdx.x / kCtas) + static_cast<i64>(k) * (gridDim.x / kCtas);
-    const u32 slot = claimed < end ? static_cast<u32>(claimed) : kNoSlot;
+    i64 claimed = -1;
+    u32 tiles = kWholeSlot;  // kSplitTail: the entry's second word
+    if (params.work_counter != nullptr) {
+      const i64 counted = static_cast<i64>(atomicAdd(params.work_counter, 1ull));
+      if (counted < end) claimed = counted;
+    } else if (kSplitTail && k >= rounds) {
+      // Tail piece k - rounds of this walker; one it does not have goes out as kNoPiece, skipped.
+      TailPiece piece;
+      if (k - rounds < kPiecesPerWalker) {
+        claimed = 0;
+        tiles = kNoPiece;
+        if (tail_piece(static_cast<u32>(end), static_cast<u32>(params.split_slots), gridDim.x / kCtas,
+                       split_steps(params), blockIdx.x / kCtas, k - rounds, piece)) {
+          claimed = piece.slot;
+          tiles = piece.whole ? kWholeSlot : piece.first | piece.count << 16;
+        }
+      }
+    } else {
+      // The static walk's k-th slot is recomputed each time (no registers to hold it).
+      const i64 slot = static_cast<i64>(blockIdx.x / kCtas) + static_cast<i64>(k) * (gridDim.x / kCtas);
+      if (slot < end) claimed = slot;
+    }
+    const u32 slot = claimed >= 0 ? static_cast<u32>(claimed) : kNoSlot;
+    if constexpr (kSplitTail) st_shared_u32(entry + 4, tiles);
     st_shared_u32(entry, slot);
     mbarrier_arrive(bars + 8 * (kSlotFull + r));
     if constexpr (kCtas == 2) {
       mbarrier_arrive_expect_tx_cluster(bars + 8 * (kSlotFull + r), 1, kSlotEntryBytes);
+      if constexpr (kSplitTail) st_async_cluster_u32(entry + 4, 1, tiles, bars + 8 * (kSlotFull + r));
       st_async_cluster_u32(entry, 1, slot, bars + 8 * (kSlotFull + r));
     }
     if (slot == kNoSlot) return;
   }
 }
 
-// A reading warp's k-th slot (kNoSlot: the list is done).
+// A reading warp's k-th slot (kNoSlot: the list is done); with kSplitTail its key tiles into
+// `tiles` (the entry's second word).
 template <u32 kCtas>
-__device__ __forceinline__ u32 read_slot(u32 smem, u32 bars, u32 k) {
+__device__ __forceinline__ u32 read_slot(u32 smem, u32 bars, u32 k, u32& tiles) {
   const u32 r = k % kSlotRing, parity = (k / kSlotRing) & 1;
   wait_phase(bars + 8 * (kSlotFull + r), parity);
-  const u32 slot = __shfl_sync(0xffffffffu, ld_shared_u32(smem + kSlotRingOffset + kSlotEntryBytes * r), 0);
+  const u32 entry = smem + kSlotRingOffset + kSlotEntryBytes * r;
+  const u32 slot = __shfl_sync(0xffffffffu, ld_shared_u32(entry), 0);
+  if constexpr (kSplitTail) tiles = __shfl_sync(0xffffffffu, ld_shared_u32(entry + 4), 0);
   if (threadIdx.x % 32 == 0) {
     // In a pair both ranks take one path (rank 0 arrives through its own cluster address): the
     // producer has no registers for two.
@@ -445,13 +507,24 @@ struct ItemWalk {
   SlotWalk slots;
   i64 slot;   // static order: the next slot to decode
   u32 taken;  // dynamic order: ring entries read so far
+  u32 tiles;  // kSplitTail: the current item's key tiles (the ring entry's second word)
 
-  __device__ __forceinline__ explicit ItemWalk(const TsattnPrefillParams& p) : taken(0) {
+  __device__ __forceinline__ explicit ItemWalk(const TsattnPrefillParams& p) : taken(0), tiles(kWholeSlot) {
     list = slot_list<kCtas>(p);
     if constexpr (!kDynamicOrder) {
       slots = slot_walk<kCtas>(p, list);
       slot = slots.first;
     }
+  }
+
+  // The current item's key tiles (slot_key_tiles, cut to the piece's).
+  __device__ __forceinline__ KeyTiles key_tiles(const TsattnPrefillParams& p, const WorkItem& item, int lane) const {
+    KeyTiles walked = slot_key_tiles<kCtas>(p, item, lane);
+    if (kSplitTail && tiles != kWholeSlot) {
+      walked.first_key += static_cast<int>(tiles & 0xFFFFu) * kBlockN;
+      walked.num_tiles = static_cast<int>(tiles >> 16);
+    }
+    return walked;
   }
 
   // The next item into `item`; false once the list is done.
@@ -460,8 +533,9 @@ struct ItemWalk {
     if constexpr (kDynamicOrder) {
       for (;;) {
         if (kProducer && claims_slots<kCtas>() && threadIdx.x % 32 == 0) mbarrier_arrive(bars + 8 * kSlotRequest);
-        const u32 claimed = read_slot<kCtas>(smem, bars, taken++);
+        const u32 claimed = read_slot<kCtas>(smem, bars, taken++, tiles);
         if (claimed == kNoSlot) return false;
+        if (kSplitTail && tiles == kNoPiece) continue;
         if (slot_item<kCtas, true>(p, list, claimed, rank, item)) return true;
       }
     } else {
@@ -531,7 +605,7 @@ __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const
   ItemWalk<kCtas, true> walk(params);
   WorkItem item;
   while (walk.next(params, smem, bars, item)) {
-    const KeyTiles tiles = slot_key_tiles<kCtas>(params, item, lane);
+    const KeyTiles tiles = walk.key_tiles(params, item, lane);
     if (tiles.num_tiles == 0) continue;  // the consumers write zeros without Q or K/V
     if (leader) {
       const int batch = batch_coord(item);
@@ -1073,6 +1147,60 @@ __device__ __forceinline__ void run_key_tiles_overlapped(const KeyLoop& k, RowSt
   ++kv_uses;
 }
 
+// Split tail: this part's O, row maxima and row sums go to its partial buffer (laid out by consumer
+// thread: value e of thread t at e * 256 + t, so both parts of a slot, which run the same thread
+// layout, line up value by value, and each warp's store is one 128-byte line); the later of the
+// two parts, counted per consumer warp on split_flags, adds the other's into its own registers: O
+// and l scaled by exp2((m_part - m) * scale_log2) for the larger m, as the online softmax does
+// between key tiles. Returns whether this warp writes the output (the later part). Each thread
+// fences its stores before its warp's count, and the counter reads the other part only after it
+// (the "last block" pattern); __ldcg reads from L2, where the other SM's stores are.
+constexpr int kPartialValues = kOAccum + 4;  // per consumer thread: O, then m[2] and l[2]
+constexpr int kSplitPartialBytes = kPartialValues * kConsumerThreads * 4;
+
+// second_part: the part holds the slot's later key tiles; it is then the first piece of this
+// walker's tail, at boundary walker, and otherwise its last, at boundary walker + 1.
+template <u32 kCtas>
+__device__ __forceinline__ bool merge_split_parts(const TsattnPrefillParams& p, bool second_part,
+                                                  float (&o)[kOAccum], RowState& rows, int consumer_thread) {
+  const int part = second_part ? 1 : 0;
+  const i64 boundary = blockIdx.x / kCtas + (second_part ? 0 : 1);
+  const i64 cta = boundary * kCtas + (kCtas == 1 ? 0 : cluster_ctarank());
+  float* const partials = p.split_partials + consumer_thread;
+  float* const mine = partials + (2 * cta + part) * kPartialValues * kConsumerThreads;
+  const float* const other = partials + (2 * cta + (part ^ 1)) * kPartialValues * kConsumerThreads;
+#pragma unroll
+  for (int i = 0; i < kOAccum; ++i) mine[i * kConsumerThreads] = o[i];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mine[(kOAccum + h) * kConsumerThreads] = rows.m[h];
+    mine[(kOAccum + 2 + h) * kConsumerThreads] = rows.l[h];
+  }
+  __threadfence();
+  __syncwarp();
+  int earlier = 0;  // parts of these rows counted before this one
+  if (consumer_thread % 32 == 0)
+    earlier = atomicAdd(p.split_flags + cta * (kConsumerThreads / 32) + consumer_thread / 32, 1);
+  if (__shfl_sync(0xFFFFFFFFu, earlier, 0) == 0) return false;
+  __threadfence();
+  float mine_scale[2], other_scale[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float other_m = __ldcg(other + (kOAccum + h) * kConsumerThreads);
+    const float other_l = __ldcg(other + (kOAccum + 2 + h) * kConsumerThreads);
+    const float m = fmaxf(rows.m[h], other_m);
+    const float offset = m == neg_inf() ? 0.0f : m * p.scale_log2;  // no key in either part: both scales 0
+    mine_scale[h] = fast_exp2(rows.m[h] * p.scale_log2 - offset);
+    other_scale[h] = fast_exp2(other_m * p.scale_log2 - offset);
+    rows.l[h] = rows.l[h] * mine_scale[h] + other_l * other_scale[h];
+    rows.m[h] = m;
+  }
+#pragma unroll
+  for (int i = 0; i < kOAccum; ++i)
+    o[i] = o[i] * mine_scale[(i % 4) / 2] + __ldcg(other + i * kConsumerThreads) * other_scale[(i % 4) / 2];
+  return true;
+}
+
 template <u32 kCtas>
 __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 smem, u32 bars, int consumer) {
   const int t = threadIdx.x % 128;  // thread within the warpgroup
@@ -1082,7 +1210,7 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 s
   ItemWalk<kCtas, false> walk(params);
   WorkItem item;
   while (walk.next(params, smem, bars, item)) {
-    const KeyTiles tiles = slot_key_tiles<kCtas>(params, item, lane);
+    const KeyTiles tiles = walk.key_tiles(params, item, lane);
     RowState rows;
     int warp_full_from = -0x7FFFFFFF - 1, warp_full_to = 0x7FFFFFFF;
 #pragma unroll
@@ -1123,7 +1251,15 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 s
       ++q_uses;
       staged = kStagedOutput;
     }
-    write_output(params, item, o, rows, row_in_tile, c, staged, kOutputInQ ? q_buffer : smem + kOOffset);
+    bool writes = true;
+    if constexpr (kSplitTail) {
+      // A part of a split slot: its tiles are not all of the slot's (every dense item walks all
+      // keys). Only the tiles stay live over the key loop: keeping the piece there spilled.
+      if (params.split_slots > 0 && tiles.num_tiles > 0 &&
+          (tiles.first_key != 0 || static_cast<u32>(tiles.num_tiles) != split_steps(params)))
+        writes = merge_split_parts<kCtas>(params, tiles.first_key != 0, o, rows, t + 128 * consumer);
+    }
+    if (writes) write_output(params, item, o, rows, row_in_tile, c, staged, kOutputInQ ? q_buffer : smem + kOOffset);
     if (kOutputInQ && staged) mbarrier_arrive(bars + 8 * (kQEmpty + qb));  // O read back: Q's buffer is free
   }
 }
@@ -1190,6 +1326,10 @@ extern "C" __device__ const int tsattn_block_m = TSATTN_BLOCK_M;
 extern "C" __device__ const int tsattn_chunked_order = tsattn_dev::sm90a::kChunkedOrder ? 1 : 0;
 // 1: the kernels claim slots from params.work_counter when it is set (kDynamicOrder).
 extern "C" __device__ const int tsattn_dynamic_order = tsattn_dev::sm90a::kDynamicOrder ? 1 : 0;
+// The bytes of one part's buffer in params.split_partials when the kernels can split their tail
+// (kSplitTail), else 0.
+extern "C" __device__ const int tsattn_split_partial_bytes =
+    tsattn_dev::sm90a::kSplitTail ? tsattn_dev::sm90a::kSplitPartialBytes : 0;
 // 2: the module also has TSATTN_KERNEL_NAME_pairs, for launches in clusters of 2 CTAs.
 extern "C" __device__ const int tsattn_max_cluster_size = tsattn_dev::sm90a::kPairable ? 2 : 1;
 // 1: that kernel also pairs along query tiles (params.pair_tiles; plan/cta_pairs.hpp).

@@ -89,12 +89,16 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
                                                          kernel->threads_per_cta,
                                                          static_cast<size_t>(kernel->dynamic_smem_bytes)),
           fmt::format("kernel {}: occupancy", source.name));
-    // Only sm90a modules have tsattn_dynamic_order and tsattn_max_cluster_size.
+    // Only sm90a modules have tsattn_dynamic_order, tsattn_split_partial_bytes and tsattn_max_cluster_size.
     CUdeviceptr order_global = 0;
     size_t order_bytes = 0;
     kernel->dynamic_order =
         cu.cuModuleGetGlobal(&order_global, &order_bytes, module, "tsattn_dynamic_order") == CUDA_SUCCESS &&
         read_int_global(order_global, order_bytes, "tsattn_dynamic_order", source.name) == 1;
+    CUdeviceptr split_global = 0;
+    size_t split_bytes = 0;
+    if (cu.cuModuleGetGlobal(&split_global, &split_bytes, module, "tsattn_split_partial_bytes") == CUDA_SUCCESS)
+      kernel->split_partial_bytes = read_int_global(split_global, split_bytes, "tsattn_split_partial_bytes", source.name);
     CUdeviceptr cluster_global = 0;
     size_t cluster_bytes = 0;
     if (cu.cuModuleGetGlobal(&cluster_global, &cluster_bytes, module, "tsattn_max_cluster_size") == CUDA_SUCCESS &&

@@ -3,8 +3,8 @@
 // The hit path is a shared-lock hash lookup: no file I/O, hashing of sources or string
 // building. Loading reads the kernel's launch facts from globals the module itself defines
 // (tsattn_dynamic_smem_bytes, tsattn_threads_per_cta, tsattn_block_m, tsattn_chunked_order; sm90a
-// also tsattn_dynamic_order, tsattn_max_cluster_size and, with a pairs kernel,
-// tsattn_pairs_along_tiles), so the host never re-derives a kernel's shared-memory layout.
+// also tsattn_dynamic_order, tsattn_split_partial_bytes, tsattn_max_cluster_size and, with a pairs
+// kernel, tsattn_pairs_along_tiles), so the host never re-derives a kernel's shared-memory layout.
 #pragma once
 
 #include <cuda.h>
@@ -26,6 +26,9 @@ struct LoadedKernel {
   int block_m = 0;
   bool chunked_order = true;  // tsattn_chunked_order: the kernel reads params.tiles_per_chunk
   bool dynamic_order = false;  // tsattn_dynamic_order (sm90a 16-bit): the kernel reads params.work_counter
+  // tsattn_split_partial_bytes (sm90a 16-bit dense, fixed layout): the bytes of one part's buffer
+  // in params.split_partials; 0 where the kernel cannot split its tail (prefill_params.h).
+  int split_partial_bytes = 0;
   int ctas_per_multiprocessor = 0;  // occupancy at that shared-memory size
   // CTA pairs (sm90a 16-bit modules): <symbol>_pairs, for launches in clusters of 2 (null where
   // the module's tsattn_max_cluster_size is 1 or absent), and how many such clusters this GPU holds
