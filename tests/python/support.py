@@ -45,6 +45,25 @@ def call_or_xfail(fn):
         pytest.xfail(f"library says not implemented: {e}")
 
 
+def capture_graph(fn) -> "torch.cuda.CUDAGraph":
+    """Warms fn up on a side stream (as torch recommends), then captures it into a CUDA graph (a
+    NotImplementedError from the library makes the test xfail)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call_or_xfail(fn)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+
+    def capture():
+        with torch.cuda.graph(graph):
+            fn()
+
+    call_or_xfail(capture)
+    return graph
+
+
 # ---------------------------------------------------------------- inputs
 
 def randn(shape, dtype, device=None, generator=None):

@@ -6,7 +6,7 @@ import torch
 
 import tsattn
 
-from support import assert_close_to_reference, call_or_xfail, indptr, poisoned, randn, reference
+from support import assert_close_to_reference, call_or_xfail, capture_graph, indptr, poisoned, randn, reference
 
 F16, BF16 = torch.float16, torch.bfloat16
 
@@ -28,24 +28,6 @@ def test_packed_layout_gpu_indptrs():
         assert_close_to_reference(out, expected, BF16, f"GPU indptrs {mask} window={window}")
 
 
-def _capture(fn):
-    """Warm up on a side stream (as torch recommends), then capture fn into a CUDA graph."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call_or_xfail(fn)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-
-    def capture():
-        with torch.cuda.graph(graph):
-            fn()
-
-    call_or_xfail(capture)
-    return graph
-
-
 def test_cuda_graph_capture_gpu_indptrs_replayed_with_new_lengths():
     """Captured once; replayed after the indptr values and the inputs change in place (same totals,
     same batch size): the device-side plan must follow the new lengths."""
@@ -63,7 +45,7 @@ def test_cuda_graph_capture_gpu_indptrs_replayed_with_new_lengths():
     def call():
         tsattn.batch_prefill(q, k, v, qo_indptr=qo, kv_indptr=kv, mask_type="causal", out=out)
 
-    graph = _capture(call)
+    graph = capture_graph(call)
     out.fill_(float("nan"))
     graph.replay()
     torch.cuda.synchronize()
@@ -98,7 +80,7 @@ def test_cuda_graph_capture_gpu_indptrs_variable_window():
         tsattn.batch_prefill(q, k, v, qo_indptr=qo, kv_indptr=kv, mask_type="variable_window",
                              variable_window_token_starts=starts, variable_window_token_ends=ends, out=out)
 
-    graph = _capture(call)
+    graph = capture_graph(call)
     starts.copy_(torch.randint(-4, 70, (129,), device="cuda", dtype=torch.int32))
     out.fill_(float("nan"))
     graph.replay()
@@ -115,7 +97,7 @@ def test_cuda_graph_capture_fixed_layout():
     k = randn((2, 129, 2, 128), BF16)
     v = randn((2, 129, 2, 128), BF16)
     out = poisoned(q.shape, BF16)
-    graph = _capture(lambda: tsattn.batch_prefill(q, k, v, mask_type="causal", window_left=33, out=out))
+    graph = capture_graph(lambda: tsattn.batch_prefill(q, k, v, mask_type="causal", window_left=33, out=out))
     for _ in range(2):
         q.copy_(randn(q.shape, BF16))
         v.copy_(randn(v.shape, BF16))

@@ -18,7 +18,7 @@ import torch
 
 import tsattn
 
-from support import assert_close_to_reference, poisoned, randn, reference
+from support import assert_close_to_reference, capture_graph, poisoned, randn, reference
 
 F16, BF16 = torch.float16, torch.bfloat16
 
@@ -84,15 +84,7 @@ def test_graph_replays_zero_the_counts_again(monkeypatch):
     def call():
         tsattn.batch_prefill(q, k, v, out=out, mask_type="dense")
 
-    side = torch.cuda.Stream()  # warm up off the capture stream, as torch recommends
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
+    graph = capture_graph(call)
     for replay in range(3):
         for t in (q, k, v):
             t.copy_(randn(t.shape, BF16))

@@ -16,7 +16,7 @@ import torch
 
 import tsattn
 
-from support import FP8, assert_close_to_reference, indptr, poisoned, randn, reference
+from support import FP8, assert_close_to_reference, capture_graph, indptr, poisoned, randn, reference
 
 F16, BF16 = torch.float16, torch.bfloat16
 DTYPES = {"fp16": F16, "bf16": BF16, "fp8": FP8}
@@ -141,15 +141,7 @@ def test_graph_replays_claim_from_a_fresh_counter(monkeypatch, layout):
     def call():
         tsattn.batch_prefill(q, k, v, out=out, mask_type="causal", **packed)
 
-    side = torch.cuda.Stream()  # warm up off the capture stream, as torch recommends
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
+    graph = capture_graph(call)
     ref_packed = {key: val.cpu() for key, val in packed.items()}
     for replay in range(3):
         for t in (q, k, v):
