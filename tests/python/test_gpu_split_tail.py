@@ -56,7 +56,7 @@ def test_split_and_whole_tails_match_the_reference(monkeypatch, case, mode):
     assert_close_to_reference(out, expected, dtype, f"{name}, split tail {mode}")
 
 
-def test_parts_of_unequal_maxima_merge_exactly(monkeypatch):
+def test_parts_of_unequal_maxima_merge_to_the_reference(monkeypatch):
     """Parts whose row maxima differ a lot (one part sees large scores, the other small ones) and v
     of one sign: the merge must weigh both parts by exp2 of their maxima, not add them."""
     torch.manual_seed(5)
