@@ -64,6 +64,18 @@ def capture_graph(fn) -> "torch.cuda.CUDAGraph":
     return graph
 
 
+def replay_with_fresh_inputs(graph, inputs, out, check, replays=3) -> None:
+    """Replays a captured graph `replays` times, each after refilling `inputs` in place with fresh
+    randn of their dtype and `out` with NaN; check(replay) after each, once the GPU is done."""
+    for replay in range(replays):
+        for t in inputs:
+            t.copy_(randn(t.shape, t.dtype))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        check(replay)
+
+
 # ---------------------------------------------------------------- inputs
 
 def randn(shape, dtype, device=None, generator=None):

@@ -18,7 +18,7 @@ import torch
 
 import tsattn
 
-from support import assert_close_to_reference, capture_graph, poisoned, randn, reference
+from support import assert_close_to_reference, capture_graph, poisoned, randn, reference, replay_with_fresh_inputs
 
 F16, BF16 = torch.float16, torch.bfloat16
 
@@ -84,14 +84,9 @@ def test_graph_replays_zero_the_counts_again(monkeypatch):
     def call():
         tsattn.batch_prefill(q, k, v, out=out, mask_type="dense")
 
-    graph = capture_graph(call)
-    for replay in range(3):
-        for t in (q, k, v):
-            t.copy_(randn(t.shape, BF16))
-        out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert_close_to_reference(out, reference(q, k, v, mask_type="dense"), BF16, f"replay {replay}")
+    replay_with_fresh_inputs(
+        capture_graph(call), (q, k, v), out,
+        lambda replay: assert_close_to_reference(out, reference(q, k, v, mask_type="dense"), BF16, f"replay {replay}"))
 
 
 _PROBE = """

@@ -16,7 +16,8 @@ import torch
 
 import tsattn
 
-from support import FP8, assert_close_to_reference, capture_graph, indptr, poisoned, randn, reference
+from support import FP8, assert_close_to_reference, capture_graph, indptr, poisoned, randn, reference, \
+    replay_with_fresh_inputs
 
 F16, BF16 = torch.float16, torch.bfloat16
 DTYPES = {"fp16": F16, "bf16": BF16, "fp8": FP8}
@@ -141,13 +142,10 @@ def test_graph_replays_claim_from_a_fresh_counter(monkeypatch, layout):
     def call():
         tsattn.batch_prefill(q, k, v, out=out, mask_type="causal", **packed)
 
-    graph = capture_graph(call)
     ref_packed = {key: val.cpu() for key, val in packed.items()}
-    for replay in range(3):
-        for t in (q, k, v):
-            t.copy_(randn(t.shape, BF16))
-        out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
+
+    def check(replay):
         expected = reference(q, k, v, mask_type="causal", **ref_packed)
         assert_close_to_reference(out, expected, BF16, f"{layout}, replay {replay}")
+
+    replay_with_fresh_inputs(capture_graph(call), (q, k, v), out, check)
