@@ -2,12 +2,7 @@
 
 #include <cmath>
 
-// split_tail.cuh is __host__ __device__ code for NVRTC; a host compiler needs the qualifiers gone.
-#define __host__
-#define __device__
-#include "common/split_tail.cuh"
-#undef __host__
-#undef __device__
+#include "plan/device_code.hpp"
 
 namespace tsattn {
 

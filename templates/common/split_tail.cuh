@@ -18,7 +18,7 @@ namespace tsattn_dev {
 
 constexpr u32 kPiecesPerWalker = 3;
 // Bounds that keep w F n below 2^32 (F < 2 W): the arithmetic stays 32-bit, which the kernels'
-// 24-register producer warps can afford.
+// scheduler lane, in the 24-register producer warpgroup, can afford.
 constexpr u32 kMaxSplitWalkers = 256;
 constexpr u32 kMaxSplitSteps = 0xFFFFFFFFu / (2 * kMaxSplitWalkers * kMaxSplitWalkers);
 

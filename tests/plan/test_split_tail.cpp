@@ -9,12 +9,7 @@
 #include <map>
 #include <vector>
 
-#define __host__
-#define __device__
-#include "common/split_tail.cuh"
-#undef __host__
-#undef __device__
-
+#include "plan/device_code.hpp"
 #include "plan/split_tail.hpp"
 
 namespace tsattn::test {

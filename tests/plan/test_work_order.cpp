@@ -12,18 +12,23 @@
 #include <utility>
 #include <vector>
 
-// item_order.cuh is __host__ __device__ code for NVRTC; a host compiler needs the qualifiers gone.
-#define __host__
-#define __device__
-#include "common/item_order.cuh"
-#undef __host__
-#undef __device__
-
+#include "plan/device_code.hpp"
 #include "plan/host_plan.hpp"
 #include "plan/work_order.hpp"
 
 namespace tsattn::test {
 namespace {
+
+// B=1 of `tokens` query and key tokens, 32 query heads on 8 kv heads, fixed layout (mask: Problem's default).
+Problem one_sequence_gqa4(int64_t tokens) {
+  Problem p;
+  p.layout = Layout::fixed;
+  p.batch = 1;
+  p.q_tokens = p.kv_tokens = tokens;
+  p.num_qo_heads = 32;
+  p.num_kv_heads = 8;
+  return p;
+}
 
 using tsattn_dev::item_place;
 using tsattn_dev::ItemPlace;
@@ -134,12 +139,7 @@ TEST_SUITE("plan/work_order") {
   }
 
   TEST_CASE("the host's chunk: the whole list for dense, one tile for windows, the model's pick for causal") {
-    Problem p;
-    p.layout = Layout::fixed;
-    p.batch = 1;
-    p.q_tokens = p.kv_tokens = 2048;
-    p.num_qo_heads = 32;
-    p.num_kv_heads = 8;
+    Problem p = one_sequence_gqa4(2048);
     const ListWalkers pairs{66, 2}, singles{132, 1};
     p.mask = MaskMode::dense;
     CHECK(tiles_per_chunk(p, 128, nullptr, 16, pairs) == 16);
@@ -194,12 +194,7 @@ TEST_SUITE("plan/work_order") {
   }
 
   TEST_CASE("dynamic order: where items differ in cost and each CTA has enough work, unless forced") {
-    Problem p;
-    p.layout = Layout::fixed;
-    p.batch = 1;
-    p.q_tokens = p.kv_tokens = 8192;
-    p.num_qo_heads = 32;
-    p.num_kv_heads = 8;
+    Problem p = one_sequence_gqa4(8192);
     p.mask = MaskMode::causal;
     // 64 query tiles seeing 1..64 key tiles: 2080 per head, over 132 CTAs.
     const double s8k = key_tiles_per_cta(p, 128, nullptr, 132);

@@ -52,6 +52,14 @@ int read_module_int(CUmodule module, const char* global, const std::string& kern
   return read_int_global(address, bytes, global, kernel);
 }
 
+// A global only some modules have (sm90a's launch facts); `absent` where the module has none.
+int optional_module_int(CUmodule module, const char* global, const std::string& kernel, int absent) {
+  CUdeviceptr address = 0;
+  size_t bytes = 0;
+  if (api().cuModuleGetGlobal(&address, &bytes, module, global) != CUDA_SUCCESS) return absent;
+  return read_int_global(address, bytes, global, kernel);
+}
+
 // Clusters of 2 CTAs that fit the GPU at once (a GPC holds whole clusters, so this can be less
 // than half the multiprocessors); 0 when the driver says none.
 int max_active_pairs(CUfunction function, const LoadedKernel& kernel) {
@@ -90,19 +98,9 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
                                                          static_cast<size_t>(kernel->dynamic_smem_bytes)),
           fmt::format("kernel {}: occupancy", source.name));
     // Only sm90a modules have tsattn_dynamic_order, tsattn_split_partial_bytes and tsattn_max_cluster_size.
-    CUdeviceptr order_global = 0;
-    size_t order_bytes = 0;
-    kernel->dynamic_order =
-        cu.cuModuleGetGlobal(&order_global, &order_bytes, module, "tsattn_dynamic_order") == CUDA_SUCCESS &&
-        read_int_global(order_global, order_bytes, "tsattn_dynamic_order", source.name) == 1;
-    CUdeviceptr split_global = 0;
-    size_t split_bytes = 0;
-    if (cu.cuModuleGetGlobal(&split_global, &split_bytes, module, "tsattn_split_partial_bytes") == CUDA_SUCCESS)
-      kernel->split_partial_bytes = read_int_global(split_global, split_bytes, "tsattn_split_partial_bytes", source.name);
-    CUdeviceptr cluster_global = 0;
-    size_t cluster_bytes = 0;
-    if (cu.cuModuleGetGlobal(&cluster_global, &cluster_bytes, module, "tsattn_max_cluster_size") == CUDA_SUCCESS &&
-        read_int_global(cluster_global, cluster_bytes, "tsattn_max_cluster_size", source.name) == 2) {
+    kernel->dynamic_order = optional_module_int(module, "tsattn_dynamic_order", source.name, 0) == 1;
+    kernel->split_partial_bytes = optional_module_int(module, "tsattn_split_partial_bytes", source.name, 0);
+    if (optional_module_int(module, "tsattn_max_cluster_size", source.name, 1) == 2) {
       const std::string pairs_symbol = source.symbol + "_pairs";
       check(cu.cuModuleGetFunction(&kernel->pairs_function, module, pairs_symbol.c_str()),
             fmt::format("kernel {}: cuModuleGetFunction({})", source.name, pairs_symbol));
@@ -111,11 +109,7 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
             fmt::format("kernel {}: allowing {} bytes of dynamic shared memory ({})", source.name,
                         kernel->dynamic_smem_bytes, pairs_symbol));
       kernel->max_active_pairs = max_active_pairs(kernel->pairs_function, *kernel);
-      CUdeviceptr tiles_global = 0;
-      size_t tiles_bytes = 0;
-      kernel->pairs_along_tiles =
-          cu.cuModuleGetGlobal(&tiles_global, &tiles_bytes, module, "tsattn_pairs_along_tiles") == CUDA_SUCCESS &&
-          read_int_global(tiles_global, tiles_bytes, "tsattn_pairs_along_tiles", source.name) == 1;
+      kernel->pairs_along_tiles = optional_module_int(module, "tsattn_pairs_along_tiles", source.name, 0) == 1;
     }
     if (kernel->ctas_per_multiprocessor < 1)
       throw Error(ErrorKind::runtime, fmt::format("kernel {} cannot run on this GPU: {} threads with {} bytes of "
