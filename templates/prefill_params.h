@@ -99,6 +99,9 @@ struct TsattnPrefillParams {
 // for q, k and v. Each is a rank-4 map {d, head, token, batch} of 16-bit elements with 128-byte
 // swizzle and box {64, 1, rows, 1} (rows = BLOCK_M for q, BLOCK_N for k and v); the packed layout
 // has batch extent 1. Out-of-range boxes are zero-filled by the hardware.
+// o, for kernels that store their output through TMA (TSATTN_TMA_OUTPUT), maps out the same way,
+// in the output dtype, with box {64, 1, 16, 1} (one consumer warp's rows); stores skip the rows
+// past the map's tokens. Other kernels get it zeroed and never read it.
 struct TsattnTmaDescriptor {
   alignas(128) unsigned long long opaque[16];
 };
@@ -107,6 +110,7 @@ struct TsattnTensorMaps {
   TsattnTmaDescriptor q;
   TsattnTmaDescriptor k;
   TsattnTmaDescriptor v;
+  TsattnTmaDescriptor o;
 };
 
 // e4m3 inputs on the sm90a family: 8-bit wgmma reads its B operand only K-major, so O += P V

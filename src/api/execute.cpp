@@ -81,8 +81,9 @@ KernelChoice choose_kernel(const Problem& p, const driver::DeviceInfo& device, A
     return portable;
   }
   choice.tile = tile_config(choice.spec);
-  TensorMapsOrReason maps =
-      make_tensor_maps(p, choice.tile.block_m, choice.tile.block_n, output_store_bytes(choice.spec));
+  const MapShape shape{choice.tile.block_m, choice.tile.block_n, output_store_bytes(choice.spec),
+                       stores_output_by_tma(choice.spec)};
+  TensorMapsOrReason maps = make_tensor_maps(p, shape);
   if (!maps.ok()) {
     log_fallback(choice.spec, portable.spec, maps.reason);
     return portable;

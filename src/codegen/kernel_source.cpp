@@ -66,9 +66,11 @@ GeneratedSource generate_source(const KernelSpec& spec) {
       fmt::arg("packed", spec.layout == Layout::packed ? 1 : 0), fmt::arg("block_m", tile.block_m),
       fmt::arg("block_n", tile.block_n), fmt::arg("num_warps", tile.num_warps),
       fmt::arg("entry", family_entry_header(spec.family)),
-      // sm90a: O through shared memory in 16-byte row chunks, or element pairs from registers.
+      // sm90a: O through shared memory (then TMA stores or 16-byte row chunks), or element pairs from
+      // registers.
       fmt::arg("staged", spec.family == KernelFamily::sm90a
-                             ? fmt::format("#define TSATTN_STAGED_OUTPUT {}\n", stages_output(spec) ? 1 : 0)
+                             ? fmt::format("#define TSATTN_STAGED_OUTPUT {}\n#define TSATTN_TMA_OUTPUT {}\n",
+                                           stages_output(spec) ? 1 : 0, stores_output_by_tma(spec) ? 1 : 0)
                              : std::string()),
       // Packed layouts can plan on the device (indptrs on the GPU, graph capture).
       fmt::arg("planner", spec.layout == Layout::packed ? "#include \"plan/device_plan.cuh\"\n" : ""),

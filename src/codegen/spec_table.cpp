@@ -174,6 +174,10 @@ bool stages_output(const KernelSpec& spec) {
   return spec.family == KernelFamily::sm90a && spec.head_dim == 128 && output_16bit;
 }
 
+bool stores_output_by_tma(const KernelSpec& spec) {
+  return stages_output(spec) && spec.input_dtype != TSATTN_DTYPE_FLOAT8_E4M3FN && spec.mask != MaskVariant::dense;
+}
+
 int output_store_bytes(const KernelSpec& spec) {
   if (stages_output(spec)) return 16;
   return spec.output_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN ? 2 : 4;

@@ -46,6 +46,13 @@ TileConfig tile_config(const KernelSpec& spec);
 // pairs from registers (D256 has no shared memory left for the staging; e4m3 outputs are 8-bit).
 bool stages_output(const KernelSpec& spec);
 
+// Whether a staging kernel hands each warp's block of O to TMA stores (maps.o, prefill_params.h)
+// instead of storing the chunks itself: 16-bit inputs, masks other than dense (docs/PERF.md, sm90a
+// v18). Dense 16-bit kernels stage O in their Q buffer, which the stores would hold from the
+// producer (measured slower); e4m3-input kernels keep their own stores (any change around their
+// loop moves its ptxas schedule, v14).
+bool stores_output_by_tma(const KernelSpec& spec);
+
 // Bytes one store of out writes (16 when staged, else two output elements): out's address and
 // strides must be multiples of it (plan/tensor_maps.cpp).
 int output_store_bytes(const KernelSpec& spec);

@@ -50,7 +50,7 @@ cuuint64_t stand_in_stride(cuuint64_t inner_stride, cuuint64_t inner_extent) {
   return std::max((bytes + kTmaAlignment - 1) / kTmaAlignment * kTmaAlignment, kTmaAlignment);
 }
 
-// Fills g for one of q, k, v, or says which rule the tensor breaks.
+// Fills g for one of q, k, v, out, or says which rule the tensor breaks.
 std::optional<std::string> describe(const char* name, const TokenTensor& t, int head_dim, const Extents& e,
                                     int rows, cuuint64_t element_bytes, TensorMapGeometry& g) {
   g.tensor = name;
@@ -161,28 +161,41 @@ std::optional<std::string> encode_one(const driver::Api& cu, CUtensorMapDataType
   return std::nullopt;
 }
 
+CUtensorMapDataType map_data_type(tsattn_dtype dtype) {
+  switch (dtype) {
+    case TSATTN_DTYPE_FLOAT16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    case TSATTN_DTYPE_BFLOAT16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    default: return CU_TENSOR_MAP_DATA_TYPE_UINT8;  // e4m3: bytes
+  }
+}
+
 }  // namespace
 
-TensorMapPlanOrReason plan_tensor_maps(const Problem& p, int block_m, int block_n, int out_store_bytes) {
+TensorMapPlanOrReason plan_tensor_maps(const Problem& p, const MapShape& shape) {
   TensorMapPlanOrReason result;
   TensorMapPlan plan;
   const bool e4m3 = p.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN;
-  plan.data_type = e4m3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
-                        : (p.input_dtype == TSATTN_DTYPE_FLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                                 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+  plan.data_type = map_data_type(p.input_dtype);
   const auto element_bytes = static_cast<cuuint64_t>(dtype_size(p.input_dtype));
-  std::optional<std::string> why = describe("q", p.q, p.head_dim, q_extents(p), block_m, element_bytes, plan.q);
-  if (!why) why = describe("k", p.k, p.head_dim, kv_extents(p), block_n, element_bytes, plan.k);
+  std::optional<std::string> why =
+      describe("q", p.q, p.head_dim, q_extents(p), shape.block_m, element_bytes, plan.q);
+  if (!why) why = describe("k", p.k, p.head_dim, kv_extents(p), shape.block_n, element_bytes, plan.k);
   if (!why) {
     if (e4m3) {
       // v itself is read by the transpose kernel with plain 16-byte loads (the SPEC's alignment).
       plan.transposed_v.emplace();
       why = describe_transposed_v(p, *plan.transposed_v);
     } else {
-      why = describe("v", p.v, p.head_dim, kv_extents(p), block_n, element_bytes, plan.v);
+      why = describe("v", p.v, p.head_dim, kv_extents(p), shape.block_n, element_bytes, plan.v);
     }
   }
-  if (!why) why = check_output(p, out_store_bytes);
+  if (!why) why = check_output(p, shape.out_store_bytes);
+  if (!why && shape.out_map) {
+    plan.out.emplace();
+    plan.out_data_type = map_data_type(p.output_dtype);
+    why = describe("out", p.out, p.head_dim, q_extents(p), kOutMapRows,
+                   static_cast<cuuint64_t>(dtype_size(p.output_dtype)), *plan.out);
+  }
   if (why) {
     result.reason = std::move(*why);
   } else {
@@ -203,6 +216,7 @@ TensorMapsOrReason encode_tensor_maps(const TensorMapPlan& plan) {
   std::optional<std::string> why = encode_one(*cu, plan.data_type, plan.q, result.maps.q);
   if (!why) why = encode_one(*cu, plan.data_type, plan.k, result.maps.k);
   if (!why && !plan.transposed_v) why = encode_one(*cu, plan.data_type, plan.v, result.maps.v);
+  if (!why && plan.out) why = encode_one(*cu, plan.out_data_type, *plan.out, result.maps.o);
   if (why) result.reason = std::move(*why);
   result.transposed_v = plan.transposed_v;
   return result;
@@ -215,8 +229,8 @@ void encode_transposed_v_map(const TransposedV& transposed, void* base, TsattnTm
     raise(ErrorKind::runtime, "{}", *why);
 }
 
-TensorMapsOrReason make_tensor_maps(const Problem& p, int block_m, int block_n, int out_store_bytes) {
-  TensorMapPlanOrReason planned = plan_tensor_maps(p, block_m, block_n, out_store_bytes);
+TensorMapsOrReason make_tensor_maps(const Problem& p, const MapShape& shape) {
+  TensorMapPlanOrReason planned = plan_tensor_maps(p, shape);
   if (!planned.plan) {
     TensorMapsOrReason result;
     result.reason = std::move(planned.reason);

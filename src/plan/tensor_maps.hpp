@@ -1,5 +1,5 @@
-// tensor_maps.hpp - the sm90a family's TMA descriptors for q, k and v (TsattnTensorMaps), or the
-// reason a problem cannot have them.
+// tensor_maps.hpp - the sm90a family's TMA descriptors for q, k, v and (for kernels that store
+// their output through TMA) out (TsattnTensorMaps), or the reason a problem cannot have them.
 //
 // Two steps. plan_tensor_maps() holds the problem to TMA's rules and to the sm90a kernel's own
 // (out written in aligned stores of out_store_bytes: codegen/spec_table.hpp) and lays out what
@@ -24,15 +24,15 @@
 
 namespace tsattn {
 
-// One rank-4 map of q, k or v, as cuTensorMapEncodeTiled takes it: {d, head, token, batch}, or
-// for V^T {key, d, kv head, batch}.
+// One rank-4 map of q, k, v or out, as cuTensorMapEncodeTiled takes it: {d, head, token, batch},
+// or for V^T {key, d, kv head, batch}.
 struct TensorMapGeometry {
-  const char* tensor = "";   // "q", "k", "v" or "v^T", for reasons
+  const char* tensor = "";   // "q", "k", "v", "out" or "v^T", for reasons
   void* base = nullptr;
   cuuint64_t dims[4] = {};     // elements, each >= 1
   cuuint64_t strides[3] = {};  // bytes between neighbours along dims 1..3 (dim 0 is contiguous)
   cuuint32_t box[4] = {};      // {128 / element bytes, 1, rows, 1}: rows = BLOCK_M for q, BLOCK_N
-                               // for k and v; V^T: {128, D, 1, 1}
+                               // for k and v, a warp's 16 for out; V^T: {128, D, 1, 1}
 };
 
 // V^T of e4m3 inputs in its workspace (prefill_params.h): keys per row, the workspace's size, and
@@ -47,6 +47,8 @@ struct TensorMapPlan {
   CUtensorMapDataType data_type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   TensorMapGeometry q, k, v;  // v unused when transposed_v is set
   std::optional<TransposedV> transposed_v;
+  std::optional<TensorMapGeometry> out;  // kernels that store out through TMA
+  CUtensorMapDataType out_data_type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 };
 
 struct TensorMapPlanOrReason {
@@ -56,22 +58,30 @@ struct TensorMapPlanOrReason {
 
 struct TensorMapsOrReason {
   TsattnTensorMaps maps{};
-  std::string reason;  // empty: maps holds q, k and v (v not yet when transposed_v is set)
+  std::string reason;  // empty: maps holds q, k, v (not yet when transposed_v is set) and o if planned
   std::optional<TransposedV> transposed_v;
   bool ok() const { return reason.empty(); }
 };
 
-// The three maps of p for a kernel with BLOCK_M block_m and BLOCK_N block_n that writes out in
-// stores of out_store_bytes (output_store_bytes of its spec), or the first rule p breaks. No
-// driver call.
-TensorMapPlanOrReason plan_tensor_maps(const Problem& p, int block_m, int block_n, int out_store_bytes);
+// How a kernel reads and writes, as far as its maps go: BLOCK_M, BLOCK_N, the bytes of one plain
+// store of out (output_store_bytes of its spec), and whether it stores out through TMA
+// (stores_output_by_tma), in boxes of kOutMapRows rows.
+struct MapShape {
+  int block_m = 0, block_n = 0;
+  int out_store_bytes = 4;
+  bool out_map = false;
+};
+constexpr int kOutMapRows = 16;  // one consumer warp's rows of O
 
-// cuTensorMapEncodeTiled for q, k and v; a non-success result becomes a reason naming the tensor
-// and the CUresult. Needs the driver (a GPU is not needed to encode).
+// The maps of p for a kernel of that shape, or the first rule p breaks. No driver call.
+TensorMapPlanOrReason plan_tensor_maps(const Problem& p, const MapShape& shape);
+
+// cuTensorMapEncodeTiled for q, k, v and out; a non-success result becomes a reason naming the
+// tensor and the CUresult. Needs the driver (a GPU is not needed to encode).
 TensorMapsOrReason encode_tensor_maps(const TensorMapPlan& plan);
 
 // Both steps. Builds no string when p is eligible.
-TensorMapsOrReason make_tensor_maps(const Problem& p, int block_m, int block_n, int out_store_bytes);
+TensorMapsOrReason make_tensor_maps(const Problem& p, const MapShape& shape);
 
 // Encodes V^T's map for a workspace at `base` into `out`; throws Error(runtime) if the driver
 // refuses (the geometry is the library's own, so that is a bug, not a property of the call).

@@ -17,7 +17,8 @@
 //                input dtype straight into the A registers of O += P V (RS wgmma, m64 n D; V
 //                MN-major, e4m3 V^T K-major), pipelined so that S(t) and PV(t-1) go to the tensor
 //                cores together (run_key_tiles_overlapped; e4m3 runs them in order and sums P V
-//                per key tile in fp32, kTwoLevel). 232 or 240 registers: O is D/2 fp32 per
+//                per key tile in fp32, kTwoLevel; dense e4m3 D128 consumers take turns at the
+//                tensor cores, kPingPong). 232 or 240 registers: O is D/2 fp32 per
 //                thread. At the item's end each warp normalizes its 16 rows and stores them
 //                (D128 16-bit outputs through shared memory: kStagedOutput).
 // Math (SPEC.md) as the sm80 family: s = q.k in fp32, p = exp2(s * scale_log2 - m), running max
@@ -62,8 +63,8 @@
 
 #if !defined(TSATTN_KERNEL_NAME) || !defined(TSATTN_HEAD_DIM) || !defined(TSATTN_INPUT_DTYPE) ||     \
     !defined(TSATTN_OUTPUT_DTYPE) || !defined(TSATTN_BLOCK_M) || !defined(TSATTN_BLOCK_N) || \
-    !defined(TSATTN_NUM_WARPS) || !defined(TSATTN_STAGED_OUTPUT)
-#error "the generated source must define TSATTN_KERNEL_NAME, TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS, TSATTN_STAGED_OUTPUT"
+    !defined(TSATTN_NUM_WARPS) || !defined(TSATTN_STAGED_OUTPUT) || !defined(TSATTN_TMA_OUTPUT)
+#error "the generated source must define TSATTN_KERNEL_NAME, TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS, TSATTN_{STAGED,TMA}_OUTPUT"
 #endif
 
 static_assert(TSATTN_PARAMS_VERSION == 6, "sm90a kernel written against TsattnPrefillParams v6");
@@ -167,6 +168,19 @@ constexpr u32 kOSlabBytes = kBlockM * 128;
 constexpr u32 kOBytes = 2 * kOSlabBytes;
 static_assert(!kOutputInQ || kOBytes == kQBytes, "O takes the place of a 16-bit D128 Q tile");
 constexpr int kQBuffers = kOutputInQ ? 2 : 1;
+// TMA output (TSATTN_TMA_OUTPUT, codegen/spec_table.cpp decides: staged kernels with 16-bit
+// inputs and an O buffer of their own, i.e. not kOutputInQ): a warp hands its 16 staged rows to
+// two TMA stores (maps.o, box {64, 1, 16, 1}, one per 128-byte slab: the staging layout is TMA's
+// 128-byte swizzle) and goes on, where it loaded them back and stored them itself (8 loads and 8
+// stores of 16 bytes per thread). Causal S2K-S8K and ragged batches +1-1.5% on the H200; dense
+// kernels, which would have to keep their Q buffer from the producer until the stores read it,
+// measured 0.4-2% slower at S4K-S8K (docs/PERF.md, sm90a v18). The warp's next staging waits
+// until the stores read the buffer (cp.async.bulk.wait_group.read by the lane that issued them).
+// Packed layouts: a warp whose rows cross the request's end stores them itself (the map's rows
+// past it are the next request's).
+constexpr bool kTmaOutput = TSATTN_TMA_OUTPUT;
+static_assert(!kTmaOutput || (kStagedOutput && !kE4m3Inputs && !kOutputInQ),
+              "TMA output stores staged 16-bit-input tiles from an O buffer of their own");
 constexpr u32 kQOffset = 0;
 constexpr u32 kKOffset = kQOffset + kQBuffers * kQBytes;
 constexpr u32 kVOffset = kKOffset + kStages * kKStageBytes;
@@ -205,9 +219,11 @@ constexpr int kOAccum = kHeadDim / 2;  // O accumulators per thread (m64 x D)
 constexpr int kPvChunkN = kHeadDim == 128 ? 128 : 64;
 constexpr int kPSteps = kBlockN / kMmaK;  // k-steps of the PV GEMM
 
-// Named barriers (0 is __syncthreads): both consumer warpgroups (the packed-layout V guard), and
-// the stagger at each item's start (run_key_tiles_overlapped).
+// Named barriers (0 is __syncthreads): both consumer warpgroups (the packed-layout V guard), the
+// consumers' turns at the tensor cores (kPingPong; 2 + consumer), and the stagger at each item's
+// start (run_key_tiles_overlapped).
 constexpr u32 kConsumerBarrier = 1;
+constexpr u32 kTurnBarrier = 2;
 constexpr u32 kStaggerBarrier = 4;
 
 __device__ __forceinline__ void named_barrier_sync(u32 id, u32 threads) {
@@ -851,7 +867,8 @@ __device__ __forceinline__ void zero_vt_columns(u32 tile, int valid_keys, int co
 
 // Staged output (kStagedOutput): the warp's 16 x 128 block of O goes to its rows of the O
 // buffer with stmatrix (row r's 16-byte chunk k in slab k / 8 at chunk (k % 8) ^ (r % 8):
-// conflict-free), then to global memory as 16-byte row chunks, two whole rows per instruction:
+// conflict-free), then to global memory: through two TMA stores (kTmaOutput), or as 16-byte
+// row chunks, two whole rows per instruction:
 // 8 stores per thread that touch 4 cache lines each, where the pairs path issues 32 that touch
 // 8 rows each (out rows lie a token stride apart). That is the item's end, where both consumers
 // store at once before the next item starts: D128 +0.3-0.6% at S8K dense, causal +1.4%, ragged
@@ -860,12 +877,16 @@ __device__ __forceinline__ void zero_vt_columns(u32 tile, int valid_keys, int co
 // a Q buffer (kOutputInQ) are the ones only this warp's S GEMMs read (an m64 wgmma's row r
 // depends on A's row r alone), all retired by now; the last reads release the buffer for the
 // item after next's Q. The host holds out to 16-byte alignment for these kernels
-// (codegen/spec_table.hpp, output_store_bytes).
-__device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& params, const WorkItem& item,
-                                                    const float (&o)[kOAccum], const float (&inv)[2], u32 o_buffer,
-                                                    int row_in_tile) {
+// (codegen/spec_table.hpp, output_store_bytes), which is also TMA's rule for out's map.
+__device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& params, const TsattnTensorMaps& maps,
+                                                    const WorkItem& item, const float (&o)[kOAccum],
+                                                    const float (&inv)[2], u32 o_buffer, int row_in_tile) {
   const int lane = threadIdx.x % 32;
   const int warp_row0 = row_in_tile - lane / 4;  // the warp's first row in the tile (a multiple of 8)
+  if constexpr (kTmaOutput) {
+    if (lane == 0) tma_store_wait<0, true>();  // the previous item's stores read this buffer
+    __syncwarp();
+  }
   // 16-byte chunk `chunk` (of 16) of the warp's row r.
   const auto chunk_addr = [&](int r, int chunk) {
     return o_buffer + (chunk / 8) * kOSlabBytes + (warp_row0 + r) * 128 + ((chunk % 8) ^ (r % 8)) * 16;
@@ -885,6 +906,21 @@ __device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& p
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v[0]),
                  "r"(v[1]), "r"(v[2]), "r"(v[3])
                  : "memory");
+  }
+  if constexpr (kTmaOutput) {
+    const int first_row = item.q_tile * kBlockM + warp_row0;
+    if (!TSATTN_PACKED || first_row + 16 <= item.extent.q_len) {
+      fence_proxy_async_shared();  // each lane's stmatrix before the stores read them
+      __syncwarp();
+      if (lane == 0) {
+#pragma unroll
+        for (int slab = 0; slab < 2; ++slab)
+          tma_store_4d(maps.o, o_buffer + slab * kOSlabBytes + warp_row0 * 128, 64 * slab, item.head,
+                       item.extent.q_begin + first_row, batch_coord(item));
+        tma_store_commit();
+      }
+      return;
+    }
   }
   __syncwarp();
   constexpr int kChunks = 16;  // 16-byte chunks per row
@@ -912,9 +948,9 @@ __device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& p
 // Normalizes O and writes this thread's rows (below q_len): staged through o_buffer (above), or
 // as pairs of the output dtype straight from the accumulators (without staging, and with
 // kOutputInQ for an item without key tiles: its Q buffer may already be filling for a later item).
-__device__ __forceinline__ void write_output(const TsattnPrefillParams& params, const WorkItem& item,
-                                             float (&o)[kOAccum], const RowState& rows, int row_in_tile, int c,
-                                             bool staged, u32 o_buffer) {
+__device__ __forceinline__ void write_output(const TsattnPrefillParams& params, const TsattnTensorMaps& maps,
+                                             const WorkItem& item, float (&o)[kOAccum], const RowState& rows,
+                                             int row_in_tile, int c, bool staged, u32 o_buffer) {
   constexpr int kOutBytes = dtype_bytes(kOutputDtype);
   float inv[2];
 #pragma unroll
@@ -931,7 +967,7 @@ __device__ __forceinline__ void write_output(const TsattnPrefillParams& params, 
     // e4m3 inputs: O's own buffer, free for every item (no second code path in the kernel: a
     // larger epilogue cost the e4m3 D128 loop 8% in ptxas's schedule; docs/PERF.md, sm90a v14).
     if (!kOutputInQ || staged) {
-      write_output_staged(params, item, o, inv, o_buffer, row_in_tile);
+      write_output_staged(params, maps, item, o, inv, o_buffer, row_in_tile);
       return;
     }
   }
@@ -1040,8 +1076,29 @@ __device__ __forceinline__ void accumulate_pv_chunks(float (&o)[kOAccum], const 
   }
 }
 
-// Without kOverlapSoftmax (D256 variable windows, e4m3 D256): each key tile in order: S(t),
-// softmax, PV(t).
+// Ping-pong (kPingPong): in the serial loop a warpgroup's GEMMs come in blocks, PV(t-1) then S(t),
+// between its softmaxes. Left alone, the two consumers run in step: both GEMM blocks share the
+// tensor cores, then both softmaxes share the MUFU unit, and each unit idles half the time (e4m3
+// D128: a 256-key step's exponentials hold the MUFU about as long as its GEMMs hold the tensor
+// cores). Turns make them alternate: a consumer issues a block only in its turn, and passes the
+// turn once it issued S(t), so its softmax runs under the other's block. Each consumer takes and
+// passes the turn n + 1 times per item of n key tiles (S(0), then PV(t-1) with S(t), then
+// PV(n-1)); consumer 1 passes once before its first item and consumer 0 takes that pass after its
+// last (consume). Dense e4m3 D128 only: S8K +4%, S2K +6% on the H200, where causal B4 S4K lost 4%
+// and the D256 kernels spilled (docs/PERF.md, sm90a v18).
+constexpr bool kPingPong = kE4m3Inputs && kHeadDim == 128 && TSATTN_MASK == 0;
+static_assert(!kPingPong || (kTwoLevel && !kOverlapSoftmax), "turns are taken in the two-level serial loop");
+
+__device__ __forceinline__ void take_turn(int consumer) {
+  if constexpr (kPingPong) named_barrier_sync(kTurnBarrier + consumer, kConsumerThreads);
+}
+
+__device__ __forceinline__ void pass_turn(int consumer) {
+  if constexpr (kPingPong) named_barrier_arrive(kTurnBarrier + 1 - consumer, kConsumerThreads);
+}
+
+// Without kOverlapSoftmax (D256 variable windows, e4m3): each key tile in order: S(t), softmax,
+// PV(t).
 template <u32 kCtas>
 __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState& rows, float (&o)[kOAccum],
                                                      u32& kv_uses) {
@@ -1051,8 +1108,10 @@ __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState&
     float s[kSAccum];
     float alpha[2];
     wait_phase(k.bars + 8 * (kKFull + stage), parity);
+    if (tile == 0) take_turn(k.consumer);
     wgmma_fence();
     issue_scores(s, k.q_desc, k_stage(k, stage));
+    pass_turn(k.consumer);
     wgmma_wait<0>();
     wgmma_fence_operands(s);
     release_kv_stage<kCtas>(k.bars + 8 * (kKEmpty + stage));
@@ -1062,8 +1121,10 @@ __device__ __forceinline__ void run_key_tiles_serial(const KeyLoop& k, RowState&
     u32 a[kPSteps][4];
     p_to_operand(s, a);
     wait_v_tile(k, stage, parity, n0);
+    take_turn(k.consumer);
     if constexpr (kTwoLevel) {
       accumulate_pv_chunks<kPvChunkN>(o, a, v_stage(k, stage), alpha);
+      if (tile + 1 == k.tiles.num_tiles) pass_turn(k.consumer);
     } else {
       wgmma_fence();
       issue_pv(o, a, v_stage(k, stage));
@@ -1202,13 +1263,15 @@ __device__ __forceinline__ bool merge_split_parts(const TsattnPrefillParams& p, 
 }
 
 template <u32 kCtas>
-__device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 smem, u32 bars, int consumer) {
+__device__ __forceinline__ void consume(const TsattnPrefillParams& params, const TsattnTensorMaps& maps, u32 smem,
+                                        u32 bars, int consumer) {
   const int t = threadIdx.x % 128;  // thread within the warpgroup
   const int lane = t % 32, warp = t / 32, g = lane / 4, c = lane % 4;
   const int row_in_tile = 64 * consumer + 16 * warp + g;  // this thread's first row (second: + 8)
   u32 q_uses = 0, kv_uses = 0;
   ItemWalk<kCtas, false> walk(params);
   WorkItem item;
+  if (kPingPong && consumer == 1) pass_turn(consumer);
   while (walk.next(params, smem, bars, item)) {
     const KeyTiles tiles = walk.key_tiles(params, item, lane);
     RowState rows;
@@ -1259,8 +1322,14 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, u32 s
           (tiles.first_key != 0 || static_cast<u32>(tiles.num_tiles) != split_steps(params)))
         writes = merge_split_parts<kCtas>(params, tiles.first_key != 0, o, rows, t + 128 * consumer);
     }
-    if (writes) write_output(params, item, o, rows, row_in_tile, c, staged, kOutputInQ ? q_buffer : smem + kOOffset);
+    if (writes)
+      write_output(params, maps, item, o, rows, row_in_tile, c, staged, kOutputInQ ? q_buffer : smem + kOOffset);
     if (kOutputInQ && staged) mbarrier_arrive(bars + 8 * (kQEmpty + qb));  // O read back: Q's buffer is free
+  }
+  if (kPingPong && consumer == 0) take_turn(consumer);  // consumer 1's last pass
+  // Shared memory must outlive the stores that read it.
+  if constexpr (kTmaOutput) {
+    if (lane == 0) tma_store_wait<0, true>();
   }
 }
 
@@ -1274,6 +1343,7 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params, c
     prefetch_tensormap(maps.q);
     prefetch_tensormap(maps.k);
     prefetch_tensormap(maps.v);
+    if constexpr (kTmaOutput) prefetch_tensormap(maps.o);
     for (int b = 0; b < kQBuffers; ++b) {
       mbarrier_init(bars + 8 * (kQFull + b), 1);
       mbarrier_init(bars + 8 * (kQEmpty + b), kConsumerThreads);
@@ -1308,7 +1378,7 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params, c
       schedule<kCtas>(params, smem, bars);
   } else {
     setmaxnreg_inc<kConsumerRegisters>();
-    consume<kCtas>(params, smem, bars, warpgroup - 1);
+    consume<kCtas>(params, maps, smem, bars, warpgroup - 1);
   }
   // CTA pairs: no CTA may exit while its peer can still arrive on its barriers.
   if constexpr (kCtas == 2) cluster_sync();

@@ -229,6 +229,13 @@ __device__ __forceinline__ void tma_store_2d(const TsattnTmaDescriptor& map, u32
                : "memory");
 }
 
+__device__ __forceinline__ void tma_store_4d(const TsattnTmaDescriptor& map, u32 smem_src, int c0, int c1, int c2,
+                                             int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];"
+               ::"l"(tensor_map_address(map)), "r"(smem_src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+
 __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 
 // Waits until at most n committed store groups of this thread are pending; kReadOnly waits only

@@ -66,6 +66,8 @@ TEST_SUITE("codegen/specs") {
               const bool out_8bit = output == TSATTN_DTYPE_FLOAT8_E4M3FN;
               CHECK(stages_output(s) == (head_dim == 128 && !out_8bit));
               CHECK(output_store_bytes(s) == (stages_output(s) ? 16 : out_8bit ? 2 : 4));
+              CHECK(stores_output_by_tma(s) ==
+                    (stages_output(s) && input != TSATTN_DTYPE_FLOAT8_E4M3FN && mask != MaskVariant::dense));
               // e4m3 tiles: whole 32-key V^T groups. D128: dense 256 keys, variable windows 128,
               // the rest 192; D256: 128, variable windows 64 (spec_table.cpp says why).
               if (input == TSATTN_DTYPE_FLOAT8_E4M3FN) {
@@ -143,11 +145,19 @@ TEST_SUITE("codegen/specs") {
     CHECK(hopper.text.find("#define TSATTN_BLOCK_N 128") != std::string::npos);
     CHECK(hopper.text.find("sm90a/transpose_v.cuh") == std::string::npos);
     CHECK(hopper.text.find("#define TSATTN_STAGED_OUTPUT 1") != std::string::npos);
+    CHECK(hopper.text.find("#define TSATTN_TMA_OUTPUT 1") != std::string::npos);  // variable windows
+    spec.mask = MaskVariant::dense;  // O staged in the Q buffer, stored by the consumer warps
+    CHECK(generate_source(spec).text.find("#define TSATTN_TMA_OUTPUT 0") != std::string::npos);
+    spec.mask = MaskVariant::variable_window;
     spec.output_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;  // 8-bit out: element pairs from registers
     CHECK(generate_source(spec).text.find("#define TSATTN_STAGED_OUTPUT 0") != std::string::npos);
+    CHECK(generate_source(spec).text.find("#define TSATTN_TMA_OUTPUT 0") != std::string::npos);
     spec.output_dtype = TSATTN_DTYPE_BFLOAT16;
     spec.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;  // V^T: the module carries the transpose kernel
     CHECK(generate_source(spec).text.find("#include \"sm90a/transpose_v.cuh\"") != std::string::npos);
+    // e4m3 inputs stage O but store it themselves.
+    CHECK(generate_source(spec).text.find("#define TSATTN_STAGED_OUTPUT 1") != std::string::npos);
+    CHECK(generate_source(spec).text.find("#define TSATTN_TMA_OUTPUT 0") != std::string::npos);
     spec.head_dim = 64;  // not in the table
     CHECK_THROWS_AS(generate_source(spec), Error);
   }

@@ -17,13 +17,13 @@ namespace {
 
 // out_store_bytes 4: pairs of 16-bit elements, the kernels that do not stage O.
 std::string reason_of(const Problem& p, int block_m = 128, int block_n = 128, int out_store_bytes = 4) {
-  const TensorMapPlanOrReason planned = plan_tensor_maps(p, block_m, block_n, out_store_bytes);
+  const TensorMapPlanOrReason planned = plan_tensor_maps(p, {block_m, block_n, out_store_bytes, false});
   CHECK(planned.plan.has_value() == planned.reason.empty());
   return planned.reason;
 }
 
-TensorMapPlan plan_of(const Problem& p, int block_m = 128, int block_n = 128) {
-  const TensorMapPlanOrReason planned = plan_tensor_maps(p, block_m, block_n, 4);
+TensorMapPlan plan_of(const Problem& p, int block_m = 128, int block_n = 128, bool out_map = false) {
+  const TensorMapPlanOrReason planned = plan_tensor_maps(p, {block_m, block_n, out_map ? 16 : 4, out_map});
   INFO(planned.reason);
   REQUIRE(planned.plan.has_value());
   return *planned.plan;
@@ -53,6 +53,25 @@ TEST_SUITE("plan/tensor_maps") {
     check_geometry(plan.v, p.v.data, {128, 2, 32, 2}, {256, 2 * 256, 32 * 2 * 256}, box16(64));
     CHECK(std::string(plan.q.tensor) == "q");
     CHECK_FALSE(plan.transposed_v.has_value());
+    CHECK_FALSE(plan.out.has_value());
+  }
+
+  TEST_CASE("out through TMA: out's map in the output dtype, one warp's 16 rows per box") {
+    CallBuilder call = CallBuilder::fixed(2, 16, 32, 8, 2, 128, TSATTN_DTYPE_BFLOAT16);
+    call.set_out_dtype(TSATTN_DTYPE_FLOAT16);
+    const Problem p = call.validate();
+    const TensorMapPlan plan = plan_of(p, 128, 160, true);
+    REQUIRE(plan.out.has_value());
+    CHECK(plan.data_type == CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+    CHECK(plan.out_data_type == CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+    check_geometry(*plan.out, p.out.data, {128, 8, 16, 2}, {256, 8 * 256, 16 * 8 * 256}, box16(16));
+    CHECK(std::string(plan.out->tensor) == "out");
+
+    // Packed: all requests' tokens in one stream, as for q.
+    const Problem packed = CallBuilder::packed({5, 0, 7}, {9, 3, 7}, 4, 1, 128).validate();
+    const TensorMapPlan packed_plan = plan_of(packed, 128, 128, true);
+    REQUIRE(packed_plan.out.has_value());
+    check_geometry(*packed_plan.out, packed.out.data, {128, 4, 12, 1}, {256, 4 * 256, 12 * 4 * 256}, box16(16));
   }
 
   TEST_CASE("packed layout: batch extent 1 with a compact stand-in stride; float16; D256") {
@@ -218,7 +237,7 @@ TEST_SUITE("plan/tensor_maps") {
   TEST_CASE("make_tensor_maps reports a planning reason without calling the driver") {
     Problem p = CallBuilder::fixed(1, 16, 32, 8, 2, 128, TSATTN_DTYPE_FLOAT8_E4M3FN).validate();
     shift(p.k.data, 8);
-    const TensorMapsOrReason maps = make_tensor_maps(p, 128, 128, 4);
+    const TensorMapsOrReason maps = make_tensor_maps(p, {128, 128, 4, false});
     CHECK_FALSE(maps.ok());
     CHECK(maps.reason.find("k.data=0x") == 0);
   }
