@@ -550,16 +550,21 @@ PREPARERS: Dict[str, Callable[[CaseData], PrepResult]] = {
 }
 
 
+def prepared_call(case: bc.Case, data: CaseData, contender: str) -> Union[Callable, str]:
+    """The contender's call of the case (call(set index) -> out), unchecked; or why it cannot run."""
+    prepared = bc.static_na(contender, case) or PREPARERS[contender](data)
+    return prepared if isinstance(prepared, str) else prepared[0].call
+
+
 def checked_call(case: bc.Case, data: CaseData, ref: torch.Tensor, contender: str) -> Tuple[Optional[Callable], bool]:
     """For tools that run one contender's call outside the harness (power_probe.py,
     profile_compare.py): (call, False) when the contender runs the case and its first output
     passes the fp32 reference check; otherwise prints why and returns (None, wrong), wrong
     telling a WRONG answer from a case the contender cannot run."""
-    prepared = bc.static_na(contender, case) or PREPARERS[contender](data)
-    if isinstance(prepared, str):
-        print(f"{case.name} {contender}: {prepared}")
+    call = prepared_call(case, data, contender)
+    if isinstance(call, str):
+        print(f"{case.name} {contender}: {call}")
         return None, False
-    call = prepared[0].call
     check = compare(call(0), ref, case.dtype)  # the least precise of input and output dtype
     if not check["ok"]:
         print(f"{case.name} {contender}: WRONG: {check['reason']}")

@@ -1,54 +1,57 @@
 #!/usr/bin/env python3
-"""time_unchecked.py - times tsattn.batch_prefill without checking its output.
+"""time_unchecked.py - tools/bench.py's timing of tsattn, without the correctness check.
 
 For upper bounds that are wrong by design (a variant library that skips work, e.g. never stores
-O), which tools/bench.py would report as WRONG and not time. Never use it for a figure that claims
-speed: every such figure comes from tools/bench.py or tools/power_probe.py, which check first.
+O), which tools/bench.py reports as WRONG and does not time. Never use it for a figure that
+claims speed: those come from tools/bench.py or tools/power_probe.py, which check first.
+Same inputs and timing as the harness (bench.make_case_data, bench.cuda_timer: batches of calls
+queued behind a GPU sleep, median); the library is $TSATTN_LIBRARY.
 
-D128 dense bf16, B1, 32/8 heads at S = 1K, 2K, 4K, 8K; 4 input sets rotated; CUDA events around
-each call, 6 batches of 40 calls each behind a 20 ms GPU sleep (as tools/bench.py queues them);
-prints the median as TFLOP/s (SPEC.md convention). The library is $TSATTN_LIBRARY.
-
-usage: TSATTN_LIBRARY=build-x/libtsattn.so.0.1.0 PYTHONPATH=python python3 tools/time_unchecked.py LABEL
+usage: TSATTN_LIBRARY=build-x/libtsattn.so.0.1.0 PYTHONPATH=python python3 tools/time_unchecked.py \\
+           [--cases GLOB,...] [--label NAME]
 """
+from __future__ import annotations
+
+import argparse
 import sys
+from pathlib import Path
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import tsattn
+import torch  # noqa: E402
 
-HEADS_Q, HEADS_KV, HEAD_DIM, SETS, BATCHES, CALLS = 32, 8, 128, 4, 6, 40
+import bench  # noqa: E402
+import bench_cases as bc  # noqa: E402
 
-
-def median_ms(seq_len: int) -> float:
-    def randn(heads):
-        return (0.2 * torch.randn(1, seq_len, heads, HEAD_DIM, device="cuda")).bfloat16()
-
-    inputs = [(randn(HEADS_Q), randn(HEADS_KV), randn(HEADS_KV)) for _ in range(SETS)]
-    out = torch.empty_like(inputs[0][0])
-    for i in range(10):
-        tsattn.batch_prefill(*inputs[i % SETS], out=out)
-    times = []
-    for _ in range(BATCHES):
-        torch.cuda._sleep(20_000_000)
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(CALLS + 1)]
-        events[0].record()
-        for i in range(CALLS):
-            tsattn.batch_prefill(*inputs[i % SETS], out=out)
-            events[i + 1].record()
-        torch.cuda.synchronize()
-        times += [events[i].elapsed_time(events[i + 1]) for i in range(CALLS)]
-    return sorted(times)[len(times) // 2]
+DEFAULT_CASES = "d128-dense-bf16-h32kv8-b1-s1k,d128-dense-bf16-h32kv8-b1-s2k,d128-dense-bf16-h32kv8-b1-s4k,d128-dense-bf16-h32kv8-b1-s8k"
 
 
-def main() -> None:
-    label = sys.argv[1] if len(sys.argv) > 1 else "tsattn"
-    torch.manual_seed(0)
-    for seq_len in (1024, 2048, 4096, 8192):
-        ms = median_ms(seq_len)
-        flop = 4 * HEADS_Q * HEAD_DIM * seq_len * seq_len
-        print(f"S{seq_len} {label} {flop / ms / 1e9:7.1f} TFLOP/s ({ms:.4f} ms)")
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default=DEFAULT_CASES, help="comma-separated glob patterns over tools/bench.py case names")
+    parser.add_argument("--label", default="tsattn", help="printed on every line (e.g. the build's name)")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("skipped: no CUDA device")
+        return 2
+    device = torch.device("cuda")
+    cases, unmatched = bc.select(bc.full_catalog(), bc.split_patterns(args.cases))
+    for pattern in unmatched:
+        print(f"--cases pattern {pattern!r} matches no case")
+    for case in cases:
+        n_sets = bench.input_sets_for(case)
+        data = bench.make_case_data(case, device, n_sets)
+        call = bench.prepared_call(case, data, "tsattn")
+        if isinstance(call, str):
+            print(f"{case.name} {args.label}: {call}")
+            continue
+        ms = bench.time_stats(bench.cuda_timer(call, n_sets, bc.WARMUP, None, device))["ms"]
+        print(f"{case.name} {args.label} {bc.flops(case) / (ms * 1e-3) / 1e12:7.1f} TFLOP/s ({ms:.4f} ms, unchecked)",
+              flush=True)
+        del data
+        torch.cuda.empty_cache()
+    return 1 if unmatched else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

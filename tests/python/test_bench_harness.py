@@ -176,6 +176,30 @@ def test_run_case_checks_and_times_real_baselines_on_cpu(small, shape, mask):
     assert c["flex"]["gqa"].startswith("native") and c["cudnn"]["gqa"].startswith("K/V expanded")
 
 
+def test_prepared_and_checked_calls_for_tools_outside_the_harness(small, monkeypatch, capsys):
+    """power_probe.py and profile_compare.py time checked calls; time_unchecked.py the same calls
+    without the check (bounds that are wrong by design)."""
+    case = bc.Case(128, "causal", "bf16", 4, 2, "t-sq")
+    data = bench.make_case_data(case, "cpu", 2)
+    ref = bench.reference(case, *data.sets[0], data.bounds)
+
+    def zeros(d):
+        return [bench.Prepared(lambda i: torch.zeros_like(d.sets[i][0]), "zeros")]
+
+    monkeypatch.setattr(bench, "PREPARERS", _cpu_preparers(cudnn=zeros))
+    right = bench.prepared_call(case, data, "tsattn")
+    assert torch.equal(right(1), bench.reference(case, *data.sets[1], data.bounds).to(torch.bfloat16))
+    assert bench.prepared_call(case, data, "fa2") == "n/a: FA2 needs CUDA"
+    assert bench.prepared_call(case, data, "cudnn")(0).abs().max() == 0  # unchecked: zeros come back
+
+    call, wrong = bench.checked_call(case, data, ref, "tsattn")
+    assert call is not None and not wrong
+    assert bench.checked_call(case, data, ref, "cudnn") == (None, True)
+    assert bench.checked_call(case, data, ref, "fa2") == (None, False)
+    printed = capsys.readouterr().out
+    assert "cudnn: WRONG" in printed and "fa2: n/a: FA2 needs CUDA" in printed
+
+
 def test_run_case_reports_wrong_failing_and_unexpressible_contenders(small):
     case = bc.Case(128, "causal", "bf16", 4, 2, "t-sq")
     calls = []
