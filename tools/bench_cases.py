@@ -234,6 +234,15 @@ def split_patterns(text: str) -> List[str]:
     return [p for p in (t.strip() for t in text.replace(" ", ",").split(",")) if p]
 
 
+def catalog_cases(text: str) -> Tuple[List[Case], List[str]]:
+    """For tools that take --cases outside the harness: the catalog's cases matching the
+    comma-separated patterns, and the patterns that matched nothing (each printed)."""
+    cases, unmatched = select(full_catalog(), split_patterns(text))
+    for pattern in unmatched:
+        print(f"--cases pattern {pattern!r} matches no case")
+    return cases, unmatched
+
+
 # ---------------------------------------------------------------- mask semantics
 
 def vwin_bounds(case: Case, request: int) -> Tuple[torch.Tensor, torch.Tensor]:

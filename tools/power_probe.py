@@ -98,9 +98,7 @@ def main() -> int:
         gemm = bench.gemm_calls(device, n)["bf16"]
         rows.append(report(f"cuBLAS bf16 GEMM {n}^3", 2.0 * n**3, run_loop(gemm, 1, args.seconds, index, args.gap_ms), sms))
         del gemm
-    cases, unmatched = bc.select(bc.full_catalog(), bc.split_patterns(args.cases))
-    for pattern in unmatched:
-        print(f"--cases pattern {pattern!r} matches no case")
+    cases, _ = bc.catalog_cases(args.cases)
     status = 0
     for case in cases:
         n_sets = bench.input_sets_for(case)

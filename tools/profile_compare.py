@@ -30,9 +30,7 @@ def main() -> int:
         print("skipped: no CUDA device")
         return 2
     device = torch.device("cuda")
-    cases, unmatched = bc.select(bc.full_catalog(), bc.split_patterns(args.cases))
-    for pattern in unmatched:
-        print(f"--cases pattern {pattern!r} matches no case")
+    cases, _ = bc.catalog_cases(args.cases)
     cudart = torch.cuda.cudart()
     status = 0
     for case in cases:

@@ -31,13 +31,13 @@ def main() -> int:
     parser.add_argument("--cases", default=DEFAULT_CASES, help="comma-separated glob patterns over tools/bench.py case names")
     parser.add_argument("--label", default="tsattn", help="printed on every line (e.g. the build's name)")
     args = parser.parse_args()
+    cases, unmatched = bc.catalog_cases(args.cases)
+    if unmatched:
+        return 1
     if not torch.cuda.is_available():
         print("skipped: no CUDA device")
         return 2
     device = torch.device("cuda")
-    cases, unmatched = bc.select(bc.full_catalog(), bc.split_patterns(args.cases))
-    for pattern in unmatched:
-        print(f"--cases pattern {pattern!r} matches no case")
     for case in cases:
         n_sets = bench.input_sets_for(case)
         data = bench.make_case_data(case, device, n_sets)
@@ -50,7 +50,7 @@ def main() -> int:
               flush=True)
         del data
         torch.cuda.empty_cache()
-    return 1 if unmatched else 0
+    return 0
 
 
 if __name__ == "__main__":
