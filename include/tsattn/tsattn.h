@@ -4,7 +4,7 @@
  * Usable from any language. No exception crosses this boundary: every entry point
  * returns a tsattn_status, and tsattn_last_error_message() holds the message of the
  * last failure on the calling thread. The contract (shapes, masks, dtypes, errors)
- * is SPEC.md; the C API carries exactly the Python arguments plus a CUDA stream.
+ * is docs/contract.md; the C API carries exactly the Python arguments plus a CUDA stream.
  *
  * ABI rules: enums travel as int32_t fields; the options struct starts with its own
  * size so it can grow. Bump TSATTN_ABI_VERSION whenever a struct layout changes.
@@ -27,7 +27,7 @@ extern "C" {
 
 #define TSATTN_ABI_VERSION 1
 
-/* The four error kinds of the SPEC (Python: TypeError, ValueError,
+/* The four error kinds of the contract (docs/contract.md, "Errors"; Python: TypeError, ValueError,
  * NotImplementedError, RuntimeError). */
 typedef enum tsattn_status {
   TSATTN_OK = 0,
@@ -101,7 +101,7 @@ typedef struct tsattn_prefill_options {
 TSATTN_API void tsattn_prefill_options_init(tsattn_prefill_options* options);
 
 /*
- * out = attention(q, k, v) as SPEC.md describes.
+ * out = attention(q, k, v) as docs/contract.md describes.
  *   fixed layout:  qo_indptr = kv_indptr = NULL; q [B,Sq,Hq,D], k/v [B,Sk,Hkv,D], out [B,Sq,Hq,D]
  *   packed layout: both indptrs (int32 [B+1], host or device); q [total_q,Hq,D], k/v [total_k,Hkv,D]
  * out is caller-owned and required in C; options may be NULL (all defaults).

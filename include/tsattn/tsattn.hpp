@@ -1,6 +1,6 @@
 // tsattn.hpp - a thin C++ layer over the C ABI in tsattn.h.
 //
-// Failures become tsattn::Error exceptions that carry the SPEC's error kind. The
+// Failures become tsattn::Error exceptions that carry the contract's error kind. The
 // layer owns nothing on the device: q, k, v, out and the indptrs stay caller-owned.
 #pragma once
 

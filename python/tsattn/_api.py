@@ -1,4 +1,4 @@
-"""The public batch_prefill (SPEC: Python signature)."""
+"""The public batch_prefill (docs/contract.md, "Python signature")."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def batch_prefill(
     (``out_dtype``, else ``out.dtype``, else q's dtype). ``mask_type`` is "dense", "causal"
     (bottom-right aligned, optional ``window_left`` W >= 1) or "variable_window" (inclusive int32
     per-query bounds). Runs on torch's current CUDA stream and returns ``out`` (allocated if not
-    given). Errors: TypeError, ValueError, NotImplementedError, RuntimeError as SPEC.md says.
+    given). Errors: TypeError, ValueError, NotImplementedError, RuntimeError as docs/contract.md says.
     Not differentiable.
     """
     s = check_arguments(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, variable_window_token_starts,

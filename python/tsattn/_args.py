@@ -1,4 +1,4 @@
-"""The checks only Python can do (Python types, names, scalar ranges), SPEC's exception types.
+"""The checks only Python can do (Python types, names, scalar ranges), the contract's exception types.
 
 Everything about shapes, devices, values, strides and overlap is the C library's job.
 """

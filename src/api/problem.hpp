@@ -1,6 +1,6 @@
 // problem.hpp - one normalized batch_prefill call: what every later stage (codegen, plan,
 // launch, the CPU oracle) reads. Built only by validate_arguments(), so every Problem
-// already satisfies SPEC.md; later stages never re-check arguments.
+// already satisfies docs/contract.md; later stages never re-check arguments.
 #pragma once
 
 #include <tsattn/tsattn.h>

@@ -1,5 +1,5 @@
 // tensor_checks.hpp - checks that hold for any tensor view, whatever its role: readable
-// shape and strides, alignment, memory spans. The SPEC's role-specific rules are in validate.cpp.
+// shape and strides, alignment, memory spans. The contract's role-specific rules are in validate.cpp.
 #pragma once
 
 #include <tsattn/tsattn.hpp>

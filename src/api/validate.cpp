@@ -226,7 +226,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
   const CheckedTensor v = inspect_tensor(args.v, "v");
   const CheckedTensor out = inspect_tensor(args.out, "out");
 
-  // Dtypes: one attention dtype for q, k, v; out's resolved as the SPEC says.
+  // Dtypes: one attention dtype for q, k, v; out's resolved as docs/contract.md says.
   if (!is_attention_dtype(q.view->dtype))
     raise(ErrorKind::not_implemented, "q has dtype {}; supported: {}", dtype_name(q.view->dtype),
           supported_dtypes());

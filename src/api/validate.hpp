@@ -1,6 +1,6 @@
-// validate.hpp - every rule of SPEC.md in one place: C arguments in, a normalized Problem out.
+// validate.hpp - every rule of docs/contract.md in one place: C arguments in, a normalized Problem out.
 //
-// Errors are thrown as tsattn::Error with the SPEC's kind and a message that names the
+// Errors are thrown as tsattn::Error with the contract's kind and a message that names the
 // argument and the offending value(s). Nothing here touches device memory: host-resident
 // indptrs are read, device-resident ones are checked by the planner.
 #pragma once

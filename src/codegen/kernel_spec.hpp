@@ -15,7 +15,7 @@
 
 namespace tsattn {
 
-// Kernel families (ARCHITECTURE.md "Kernels"): the portable FlashAttention-2 style family and
+// Kernel families (docs/architecture.md, "The kernels"): the portable FlashAttention-2 style family and
 // the Hopper TMA + wgmma family.
 enum class KernelFamily : uint8_t { sm80, sm90a };
 

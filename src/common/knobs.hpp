@@ -1,5 +1,5 @@
-// knobs.hpp - every TSATTN_* environment variable, registered once (ARCHITECTURE.md: "register
-// every TSATTN_* variable once").
+// knobs.hpp - every TSATTN_* environment variable, registered once (docs/architecture.md,
+// "Style rules": one registry of environment variables).
 //
 // The table in knobs.cpp is the one place a variable is declared: its type, default, one-line doc
 // and whether it changes generated code or compile options (and so belongs in the cache key).

@@ -1,5 +1,5 @@
 // log.hpp - the library's only way to say something. It prints nothing unless asked
-// (ARCHITECTURE.md style rule 4): the level comes from TSATTN_LOG_LEVEL (default off), read once on
+// (docs/architecture.md, style rule 5): the level comes from TSATTN_LOG_LEVEL (default off), read once on
 // first use, or from set_log_level (the CLI's -v). Messages at or above the level's severity go to
 // one sink: stderr with a "[tsattn warn] " prefix, or a callback (tests, Python). Thread-safe.
 #pragma once

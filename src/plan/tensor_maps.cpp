@@ -40,7 +40,7 @@ struct Extents {
 Extents q_extents(const Problem& p) { return {p.num_qo_heads, p.q_tokens, p.layout == Layout::fixed ? p.batch : 1}; }
 Extents kv_extents(const Problem& p) { return {p.num_kv_heads, p.kv_tokens, p.layout == Layout::fixed ? p.batch : 1}; }
 
-// The stride of a dimension of extent 1 is never multiplied by a non-zero coordinate, and the SPEC
+// The stride of a dimension of extent 1 is never multiplied by a non-zero coordinate, and the contract
 // lets callers give any value there (size-1 dimensions are exempt from its alignment rules). The
 // map gets the stride a compact tensor would have instead, which meets TMA's rules whatever the
 // caller passed.
@@ -182,7 +182,7 @@ TensorMapPlanOrReason plan_tensor_maps(const Problem& p, const MapShape& shape) 
   if (!why) why = describe("k", p.k, p.head_dim, kv_extents(p), shape.block_n, element_bytes, plan.k);
   if (!why) {
     if (e4m3) {
-      // v itself is read by the transpose kernel with plain 16-byte loads (the SPEC's alignment).
+      // v itself is read by the transpose kernel with plain 16-byte loads (the contract's alignment).
       plan.transposed_v.emplace();
       why = describe_transposed_v(p, *plan.transposed_v);
     } else {

@@ -1,4 +1,4 @@
-// compare.hpp - how close a kernel's output is to the oracle: SPEC.md's tolerances and the check
+// compare.hpp - how close a kernel's output is to the oracle: docs/contract.md's tolerances and the check
 // every GPU test and the demo apply: elementwise |a - e| <= atol + rtol*|e| against the exact
 // (fp32/fp64) oracle, no element left unwritten, and ||a - e|| / ||e|| <= rel_norm plus the part
 // of that ratio that rounding the oracle itself to the output dtype costs. That floor matters
@@ -18,7 +18,7 @@ struct Tolerance {
   double rtol, atol, rel_norm;
 };
 
-// SPEC.md "Reference tolerances", for the least precise of the input and output dtypes.
+// docs/contract.md "Tolerances used by the tests", for the least precise of the input and output dtypes.
 Tolerance tolerance_for(tsattn_dtype input, tsattn_dtype output);
 
 struct Comparison {

@@ -3,7 +3,7 @@
 // float16 is IEEE binary16, bfloat16 the top half of a binary32, float8_e4m3fn torch's e4m3fn
 // (bias 7, no infinities, S.1111.111 is NaN, largest finite 448). Encoding rounds to nearest
 // even with exact subnormals. float16/bfloat16 overflow to infinity as IEEE does; e4m3 saturates
-// to +-448 (SPEC: "FP8 outputs round to nearest and saturate to finite"), infinities included.
+// to +-448 (docs/contract.md, "Dtypes": "FP8 outputs round to nearest and saturate to finite"), infinities included.
 // NaN stays NaN; float16/bfloat16 NaN payloads survive a decode/encode round trip.
 #pragma once
 

@@ -1,4 +1,4 @@
-// random_inputs.hpp - test and demo inputs as the SPEC asks: 0.2*randn (0.125*randn for fp8),
+// random_inputs.hpp - test and demo inputs as docs/contract.md asks: 0.2*randn (0.125*randn for fp8),
 // fresh per case, never zeros.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 namespace tsattn::ref {
 
-// The SPEC's standard deviation for inputs of this dtype.
+// The contract's standard deviation for inputs of this dtype.
 double input_stddev(tsattn_dtype dtype);
 
 // count elements of dtype at base, drawn from N(0, stddev^2) and rounded to the dtype.

@@ -1,7 +1,7 @@
 // reference.hpp - the CPU oracle: exact batch_prefill on host memory, read through a Problem.
 //
 // O[i, h] = output_scale * sum_j softmax_j(sm_scale * q_i.k_j over visible j) * v_j, with the
-// masks of SPEC.md. The result is unquantized; write_output() rounds it into p.out the way the
+// masks of docs/contract.md. The result is unquantized; write_output() rounds it into p.out the way the
 // kernels must (round to nearest even, e4m3 saturating), so tests can compare either form.
 #pragma once
 
@@ -13,7 +13,7 @@
 namespace tsattn::ref {
 
 // fp64: decode, dot products, softmax and PV all in double (the ground truth).
-// fp32: the same algorithm in float, the precision the SPEC promises for the kernels.
+// fp32: the same algorithm in float, the precision the contract promises for the kernels.
 enum class Accumulation { fp32, fp64 };
 
 // Query rows of the result: request by request (fixed layout b*Sq + i, packed qo_indptr[b] + i).

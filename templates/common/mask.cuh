@@ -1,6 +1,6 @@
-// common/mask.cuh - which keys a query row sees (SPEC.md "Masks"), as one inclusive range.
+// common/mask.cuh - which keys a query row sees (docs/contract.md, "Masks"), as one inclusive range.
 //
-// Every mask of the SPEC gives row i a contiguous key range [lo, hi] inside [0, kv_len):
+// Every mask of the contract gives row i a contiguous key range [lo, hi] inside [0, kv_len):
 //   dense             [0, kv_len - 1]
 //   causal            [0, i + kv_len - q_len]                     (bottom-right aligned)
 //   causal + window   [i + kv_len - q_len - W, i + kv_len - q_len] (clamped to [0, kv_len))

@@ -54,7 +54,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
 
 // 16-byte global -> shared copy through L2 only (.cg). With valid == false the source size is 0:
 // nothing is read and the 16 bytes are zero-filled, so tail rows never touch memory past a
-// tensor's end. Both addresses must be 16-byte aligned (SPEC: strides keep 16-byte alignment).
+// tensor's end. Both addresses must be 16-byte aligned (docs/contract.md: strides keep 16-byte alignment).
 __device__ __forceinline__ void cp_async_16(u32 smem_addr, const void* gmem, bool valid) {
   const int src_bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr), "l"(gmem),
@@ -93,7 +93,7 @@ __device__ __forceinline__ void st_shared_b16(u32 addr, u32 v) {
 }
 
 // 16-byte global load/store (addresses 16-byte aligned). The load goes through the read-only
-// non-coherent path: q/k/v are never written by this kernel (SPEC: out may not overlap them).
+// non-coherent path: q/k/v are never written by this kernel (docs/contract.md: out may not overlap them).
 __device__ __forceinline__ void ld_global_nc_v4(const void* p, u32 (&r)[4]) {
   asm volatile("ld.global.nc.v4.b32 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])

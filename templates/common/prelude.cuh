@@ -43,7 +43,7 @@ __host__ inline float bits_float(u32 x) {
 // ---------------------------------------------------------------------------------------------
 // e4m3 (torch float8_e4m3fn): bias 7, no infinities, S.1111.111 is NaN, largest finite 448.
 
-// fp32 -> e4m3, round to nearest even, saturating to +-448 (infinities included: SPEC "FP8
+// fp32 -> e4m3, round to nearest even, saturating to +-448 (infinities included: docs/contract.md "FP8
 // outputs round to nearest and saturate to finite"), NaN -> sign|0x7F. Matches the oracle's
 // float_to_e4m3 bit for bit (checked over all 2^32 inputs by a host test). Used on sm_80..sm_86;
 // sm_89+ has cvt.rn.satfinite.e4m3x2.f32 (see pack_pair), which agrees except for NaN signs.

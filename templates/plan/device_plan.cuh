@@ -26,7 +26,7 @@ __device__ __forceinline__ int tile_rows(const TsattnPrefillParams& p) {
   return p.pair_tiles ? 2 * TSATTN_BLOCK_M : TSATTN_BLOCK_M;
 }
 
-// Keys the tile's rows can see, as the width of the union of their ranges (SPEC masks).
+// Keys the tile's rows can see, as the width of the union of their ranges (docs/contract.md, "Masks").
 __device__ __forceinline__ int tile_work(int q_len, int kv_len, int tile, int rows, int window_left) {
 #if TSATTN_MASK == 1
   const int first_row = tile * rows;

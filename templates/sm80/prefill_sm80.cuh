@@ -5,7 +5,7 @@
 // One CTA = BLOCK_M query rows of one request and one query head at a time; warp w owns rows
 // [w * kRowsPerWarp, (w + 1) * kRowsPerWarp) and sweeps the key tiles that can hold a visible
 // key for any row of the tile. Persistent: CTAs take work items blockIdx.x, blockIdx.x +
-// gridDim.x, ... of the scheduler's list (a query tile and one head each). Math (SPEC.md): s = q.k in fp32, p = exp2(s * scale_log2 - m),
+// gridDim.x, ... of the scheduler's list (a query tile and one head each). Math (docs/contract.md): s = q.k in fp32, p = exp2(s * scale_log2 - m),
 // running max m and sum l per row in fp32, O in fp32, out = O * output_scale / l; a row that
 // sees no key writes exactly 0.
 //

@@ -21,7 +21,7 @@
 //                tensor cores, kPingPong). 232 or 240 registers: O is D/2 fp32 per
 //                thread. At the item's end each warp normalizes its 16 rows and stores them
 //                (D128 16-bit outputs through shared memory: kStagedOutput).
-// Math (SPEC.md) as the sm80 family: s = q.k in fp32, p = exp2(s * scale_log2 - m), running max
+// Math (docs/contract.md) as the sm80 family: s = q.k in fp32, p = exp2(s * scale_log2 - m), running max
 // m and sum l per row, out = O * output_scale / l; a row that sees no key writes exactly 0.
 //
 // Synchronisation (mbarriers in shared memory; "k-th use" counts from 0 over the CTA's life, the
@@ -700,7 +700,7 @@ __device__ __forceinline__ float combine_chains(const float (&part)[kChains], Op
 // v10; 16-bit D256 variable windows, the loop's other user, were not measured). In the overlapped
 // loop the same change cost 6-8% (as in the v6 experiments), so it keeps the exact max. The
 // price: a row's largest p is no longer exactly 1, so its e4m3 rounding shows (relative error
-// 0.017 -> 0.021 at D256, within SPEC's fp8 bound of 0.1).
+// 0.017 -> 0.021 at D256, within the contract's fp8 bound of 0.1).
 constexpr float kRescaleLog2 = 8.0f;
 
 // Online softmax of one key tile, first half: new running max, p = exp2(s * scale_log2 - m) in

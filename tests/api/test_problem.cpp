@@ -1,4 +1,4 @@
-// test_problem.cpp - valid calls normalize into the right Problem, and edge cases the SPEC
+// test_problem.cpp - valid calls normalize into the right Problem, and edge cases the contract (docs/contract.md)
 // allows are accepted.
 #include <doctest/doctest.h>
 
@@ -86,7 +86,7 @@ TEST_SUITE("api/problem") {
     CHECK(p.v.data == qkv.as<std::byte>() + 2 * h * d * 2);
   }
 
-  TEST_CASE("edge cases the SPEC allows") {
+  TEST_CASE("edge cases the contract allows") {
     SUBCASE("dense with Sq > Sk") { CHECK_NOTHROW(CallBuilder::fixed(1, 129, 17).validate()); }
     SUBCASE("causal with Sq < Sk and a window") {
       CallBuilder call = CallBuilder::fixed(1, 2, 4);
@@ -157,7 +157,7 @@ TEST_SUITE("api/problem") {
   }
 
   TEST_CASE("visible pairs follow the masks") {
-    // SPEC window example: Sq=2, Sk=4, W=1 -> rows see keys 1..2 and 2..3.
+    // The contract's window example: Sq=2, Sk=4, W=1 -> rows see keys 1..2 and 2..3.
     CallBuilder call = CallBuilder::fixed(1, 2, 4, 8, 2);
     call.options.mask_type = TSATTN_MASK_CAUSAL;
     call.options.window_left = 1;

@@ -1,4 +1,4 @@
-// test_rejections.cpp - one case per SPEC rule: the C API returns the rule's error kind and a
+// test_rejections.cpp - one case per rule of docs/contract.md: the C API returns the rule's error kind and a
 // message naming the argument and the offending value.
 #include <doctest/doctest.h>
 
@@ -258,7 +258,7 @@ const std::vector<RejectionCase>& rejection_cases() {
 }
 
 TEST_SUITE("api/rejections") {
-  TEST_CASE("every SPEC rule is rejected with its error kind and a message naming the argument") {
+  TEST_CASE("every contract rule is rejected with its error kind and a message naming the argument") {
     CHECK(rejection_cases().size() >= 40);
     for (const RejectionCase& rc : rejection_cases()) {
       CAPTURE(rc.rule);

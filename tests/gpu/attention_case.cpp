@@ -41,7 +41,7 @@ void fill_random(HostTensor& t, std::mt19937_64& rng) {
                    rng);
 }
 
-// Mostly valid inclusive windows, with out-of-range and inverted ones mixed in: the SPEC says
+// Mostly valid inclusive windows, with out-of-range and inverted ones mixed in: the contract says
 // those must clamp (and an empty range gives 0), never fault.
 void fill_bounds(int32_t* starts, int32_t* ends, int64_t rows, int32_t kv_len, std::mt19937_64& rng) {
   std::uniform_int_distribution<int> pick(0, 9);

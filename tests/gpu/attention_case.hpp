@@ -2,7 +2,7 @@
 //
 // Fresh random inputs (0.2*randn, 0.125*randn for fp8) on every run, `out` poisoned with NaN
 // bytes first, every element checked for being written, errors measured against the fp64
-// oracle with SPEC.md's tolerances for the least precise of the input and output dtypes.
+// oracle with docs/contract.md's tolerances for the least precise of the input and output dtypes.
 #pragma once
 
 #include <tsattn/tsattn.hpp>
@@ -38,7 +38,7 @@ struct AttentionCase {
   bool fused_qkv = false;
   // Packed layout: hand the indptrs over in device memory instead of host memory.
   bool device_indptr = false;
-  // Give every size-1 dimension of q, k, v and out (but d) an odd stride: valid per SPEC, since
+  // Give every size-1 dimension of q, k, v and out (but d) an odd stride: valid per the contract, since
   // such a stride never multiplies a non-zero index.
   bool odd_unit_strides = false;
   // Packed layout: fill every V row of this request with NaN, and leave that request's output

@@ -214,7 +214,7 @@ TEST_SUITE("gpu/attention") {
     check_case(packed, rng, summary);
     CHECK(last_kernel() == causal_bf16_d128(family, "packed"));
 
-    // B = 1 and one head: batch and head strides are odd (valid per SPEC for size-1 dimensions);
+    // B = 1 and one head: batch and head strides are odd (valid per the contract for size-1 dimensions);
     // the TMA descriptors never use them, so Hopper stays on sm90a.
     AttentionCase odd = fixed;
     odd.q_lens = {200};

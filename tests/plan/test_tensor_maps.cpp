@@ -1,7 +1,7 @@
 // test_tensor_maps.cpp - the sm90a family's TMA descriptors, planned without a GPU: the maps of
 // valid problems (fixed, packed, empty, size-1 dimensions with any stride), and a reason for every
 // rule a problem can break. Rules the validator already enforces are broken by editing the Problem
-// after validation, as a later relaxation of the SPEC could.
+// after validation, as a later relaxation of the contract could.
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-"""Shared helpers of the Python tests: skip marks, the fp32 reference (SPEC oracle), tolerances."""
+"""Shared helpers of the Python tests: skip marks, the fp32 reference (the oracle of docs/contract.md), tolerances."""
 
 import math
 from pathlib import Path
@@ -79,7 +79,7 @@ def replay_with_fresh_inputs(graph, inputs, out, check, replays=3) -> None:
 # ---------------------------------------------------------------- inputs
 
 def randn(shape, dtype, device=None, generator=None):
-    """0.2*randn (0.125 for fp8), fresh per call, cast to dtype (SPEC: inputs for tests)."""
+    """0.2*randn (0.125 for fp8), fresh per call, cast to dtype (docs/contract.md, "Tolerances used by the tests")."""
     scale = 0.125 if dtype == FP8 else 0.2
     x = torch.randn(shape, device=device or DEVICE, dtype=torch.float32, generator=generator) * scale
     return x.to(dtype)
@@ -99,7 +99,7 @@ def poisoned(shape, dtype, device=None):
 
 def visible_mask(sq: int, sk: int, mask_type: str, window_left: int = -1, starts=None, ends=None,
                  device="cpu") -> torch.Tensor:
-    """bool [sq, sk]: key j visible to query row i (SPEC: Masks), for one request."""
+    """bool [sq, sk]: key j visible to query row i (docs/contract.md, "Masks"), for one request."""
     i = torch.arange(sq, device=device).unsqueeze(1)
     j = torch.arange(sk, device=device).unsqueeze(0)
     if mask_type == "dense":
@@ -177,7 +177,7 @@ def tolerance(in_dtype, out_dtype) -> Tuple[float, float, float]:
 
 
 def assert_close_to_reference(actual: torch.Tensor, expected: torch.Tensor, in_dtype, what: str = "") -> None:
-    """Every element written (no NaN left from the poison), allclose and relative norm within SPEC."""
+    """Every element written (no NaN left from the poison), allclose and relative norm within the contract's bounds."""
     rtol, atol, relnorm = tolerance(in_dtype, actual.dtype)
     a = actual.float().cpu()
     e = expected.float().cpu()

@@ -1,5 +1,5 @@
 """tools/bench_cases.py without a GPU: the catalog, names and globs, mask semantics and FLOP counts
-(checked against a brute-force count of SPEC.md's mask definitions), applicability, the estimate."""
+(checked against a brute-force count of docs/contract.md's mask definitions), applicability, the estimate."""
 
 import math
 import sys
@@ -30,7 +30,7 @@ def small(monkeypatch):
 
 
 def brute_mask(case, b):
-    """SPEC.md's definitions, element by element: [Sq, Sk] visibility of one request."""
+    """docs/contract.md's definitions, element by element: [Sq, Sk] visibility of one request."""
     sq, sk = case.shape.q_lens[b], case.shape.kv_lens[b]
     m = torch.zeros(sq, sk, dtype=torch.bool)
     starts, ends = bc.vwin_bounds(case, b) if case.mask == "vwin" else (None, None)

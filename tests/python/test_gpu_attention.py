@@ -1,4 +1,4 @@
-"""GPU correctness of tsattn.batch_prefill against the fp32 oracle in support.py (SPEC tolerances).
+"""GPU correctness of tsattn.batch_prefill against the fp32 oracle in support.py (docs/contract.md's tolerances).
 
 Every case: fresh 0.2*randn inputs (0.125 for fp8), out poisoned with NaN and checked fully written.
 Skipped with "skipped: no CUDA device" on machines without a GPU.

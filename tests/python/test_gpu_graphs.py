@@ -1,5 +1,5 @@
 """GPU: packed layout with indptrs on the GPU, and CUDA-graph capture of the one-shot call
-(SPEC: CUDA graphs and streams). While the library does not support them yet, a NotImplementedError
+(docs/contract.md, "CUDA graphs and streams"). While the library does not support them yet, a NotImplementedError
 from it makes these tests xfail with its message; any other failure fails them."""
 
 import torch

@@ -1,5 +1,5 @@
 """GPU: the C library's rejection matrix on CUDA tensors (shapes, head dims, strides, overlap,
-indptrs, bounds), each with the SPEC's exception type and a message naming the argument.
+indptrs, bounds), each with the contract's exception type and a message naming the argument.
 A rejected call leaves out untouched."""
 
 import pytest

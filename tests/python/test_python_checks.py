@@ -1,4 +1,4 @@
-"""No-GPU, no-library tests of the checks only Python can do (SPEC: Errors), and of what the binding
+"""No-GPU, no-library tests of the checks only Python can do (docs/contract.md, "Errors"), and of what the binding
 hands to the C call (normalised scalars, the resolved out dtype, the returned tensor)."""
 
 import math

@@ -1,4 +1,4 @@
-// The CPU oracle against a naive fp64 attention written here straight from SPEC.md (plain loops,
+// The CPU oracle against a naive fp64 attention written here straight from docs/contract.md (plain loops,
 // masks as predicates on (i, j)), on fresh random inputs; plus hand-computed cases where the
 // values make the visible keys readable from the output.
 #include <doctest/doctest.h>
@@ -152,7 +152,7 @@ class Setup {
     return tsattn::validate_arguments(args, Residency::host);
   }
 
-  // The SPEC's math in double, with plain loops: [total_q][Hq][D], request by request.
+  // The contract's math in double, with plain loops: [total_q][Hq][D], request by request.
   std::vector<double> naive() const {
     const int64_t d_count = c_.d, group = c_.hq / c_.hkv;
     const double scale =
@@ -224,7 +224,7 @@ class Setup {
 
  private:
   static void fill_random(HostTensor& t, std::mt19937_64& rng) {
-    // SPEC test inputs: 0.2 * randn, 0.125 * randn for FP8; redrawn where a value would be 0.
+    // The contract's test inputs: 0.2 * randn, 0.125 * randn for FP8; redrawn where a value would be 0.
     const float sigma = t.tensor.dtype == TSATTN_DTYPE_FLOAT8_E4M3FN ? 0.125f : 0.2f;
     std::normal_distribution<float> normal(0.0f, sigma);
     const int64_t n = static_cast<int64_t>(t.bytes) / tsattn::dtype_size(t.tensor.dtype);
@@ -255,7 +255,7 @@ class Setup {
     return tsattn::ref::load_element(t.dtype, t.data, offset(t, b, token, head, d));
   }
 
-  // SPEC "Masks", verbatim: row is the global query row (bounds are indexed by it).
+  // docs/contract.md "Masks", verbatim: row is the global query row (bounds are indexed by it).
   bool visible(int64_t row, int64_t i, int64_t j, int64_t sq, int64_t sk) const {
     switch (c_.mask) {
       case TSATTN_MASK_DENSE: return true;
@@ -324,7 +324,7 @@ Comparison compare(const std::vector<float>& got, const std::vector<double>& wan
   return c;
 }
 
-// A configuration drawn at random (a different corner each run), within what the SPEC accepts.
+// A configuration drawn at random (a different corner each run), within what the contract accepts.
 Case random_case(std::mt19937_64& rng) {
   auto pick = [&](auto... options) {
     const std::vector values{options...};
@@ -550,7 +550,7 @@ TEST_CASE("matches a naive fp64 softmax on random problems, in both accumulation
   }
 }
 
-TEST_CASE("the SPEC's window example: Sq=2, Sk=4, W=1") {
+TEST_CASE("the contract's window example: Sq=2, Sk=4, W=1") {
   const Case c{.name = "window", .q_lens = {2}, .kv_lens = {4}, .hq = 1, .hkv = 1, .d = kHandD,
                .mask = TSATTN_MASK_CAUSAL, .window_left = 1};
   std::mt19937_64 rng(fresh_seed());

@@ -33,7 +33,7 @@ struct FreeDeleter {
 };
 
 // A tensor with its own storage. Storage is 256-byte aligned so that views keep the 16-byte
-// alignment the SPEC asks for; extra_elements pads the end for strided views into it.
+// alignment the contract asks for; extra_elements pads the end for strided views into it.
 struct HostTensor {
   Tensor tensor;
   std::unique_ptr<std::byte[], FreeDeleter> storage;

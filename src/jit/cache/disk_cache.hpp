@@ -1,4 +1,4 @@
-// disk_cache.hpp - the layered on-disk cubin cache (ARCHITECTURE.md, "The on-disk cache").
+// disk_cache.hpp - the layered on-disk cubin cache (docs/architecture.md, "The on-disk cache").
 //
 // Layers, searched in order: zero or more read-only roots (TSATTN_CACHE_RO_PATH, e.g. a cache
 // baked into a deployment image), then one writable root (TSATTN_CACHE_DIR). Each entry is one

@@ -2,7 +2,7 @@
 //
 // The key names *what went into the compiler*, never where it came from: two builds hit the same
 // entry only when every byte NVRTC saw, the toolchain and the code-changing environment agree.
-// Names alone and mtimes are never part of it (ARCHITECTURE.md, "The on-disk cache").
+// Names alone and mtimes are never part of it (docs/architecture.md, "The on-disk cache").
 #pragma once
 
 #include <string>
