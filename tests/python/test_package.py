@@ -19,28 +19,21 @@ from tsattn import _library, _ops
 
 from support import FP8, LIBRARY_MISSING, REPO, needs_library
 
-# The SPEC's signature block, used when shared/SPEC.md is not beside the checkout.
-SPEC_SIGNATURE = '''batch_prefill(q, k, v, *, qo_indptr=None, kv_indptr=None,
-              mask_type="dense",            # "dense" | "causal" | "variable_window"
-              window_left=-1,
-              variable_window_token_starts=None, variable_window_token_ends=None,
-              sm_scale=None, output_scale=1.0, out_dtype=None, out=None) -> torch.Tensor'''
+CONTRACT = REPO / "docs" / "contract.md"
 
 
-def _spec_signature_text() -> str:
-    for spec in (REPO.parent / "shared" / "SPEC.md", REPO / "shared" / "SPEC.md"):
-        if spec.is_file():
-            text = spec.read_text()
-            m = re.search(r"## Python signature.*?```\n(.*?)```", text, re.S)
-            assert m, f"{spec}: no signature block under '## Python signature'"
-            return m.group(1).strip()
-    return SPEC_SIGNATURE
+def _contract_signature_text() -> str:
+    """The fenced python block under docs/contract.md's "## Python signature" heading."""
+    text = CONTRACT.read_text()
+    m = re.search(r"^## Python signature\n.*?^```python\n(.*?)^```", text, re.S | re.M)
+    assert m, f"{CONTRACT}: no ```python block under '## Python signature'"
+    return m.group(1).strip()
 
 
 def _signature_from_text(text: str) -> inspect.Signature:
     text = re.sub(r"#[^\n]*", "", text)
     namespace = {"torch": torch}
-    exec(f"def {text}:\n    pass\n", namespace)  # noqa: S102 - the SPEC's own text
+    exec(f"def {text}:\n    pass\n", namespace)  # noqa: S102 - the contract's own text
     return inspect.signature(namespace["batch_prefill"])
 
 
@@ -103,17 +96,13 @@ def test_search_order():
         assert dict(places)["repository build tree"] == str(REPO / "build" / "libtsattn.so")
 
 
-def test_signature_matches_spec():
-    spec = _signature_from_text(_spec_signature_text())
+def test_signature_matches_contract():
+    contract = _signature_from_text(_contract_signature_text())
     actual = inspect.signature(tsattn.batch_prefill)
-    simple = [(p.name, p.kind, p.default) for p in spec.parameters.values()]
+    simple = [(p.name, p.kind, p.default) for p in contract.parameters.values()]
     assert [(p.name, p.kind, p.default) for p in actual.parameters.values()] == simple
     assert [p.name for p in actual.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD] == ["q", "k", "v"]
     assert all(p.kind is p.KEYWORD_ONLY for p in list(actual.parameters.values())[3:])
-
-
-def test_embedded_signature_is_the_spec():
-    assert _signature_from_text(SPEC_SIGNATURE) == _signature_from_text(_spec_signature_text())
 
 
 def test_version_and_exports():
