@@ -10,11 +10,11 @@ to Hq heads before timing; FA2, FlexAttention and tsattn take GQA natively.
 
 Method: inputs 0.2*randn (0.125 for fp8), several input sets rotated so that the data touched by a
 call is not in L2 (sets together > 2x the 60 MB L2 of an H200); every contender's output is checked
-against an fp32 torch reference (SPEC.md's tolerances: rtol/atol per element and the relative norm)
+against an fp32 torch reference (docs/contract.md's tolerances: rtol/atol per element and the relative norm)
 before it is timed: a wrong answer is reported WRONG, with no time. Timing: the first call (JIT
 compile, cuDNN plan, torch.compile) is reported separately, then warm-up calls, then per-call CUDA
 events around each call, queued behind a GPU sleep so host overhead does not leak into the figures;
-the median is reported. TFLOP/s follow SPEC.md: 4 * Hq * D * visible (i, j) pairs / median time.
+the median is reported. TFLOP/s follow docs/contract.md: 4 * Hq * D * visible (i, j) pairs / median time.
 JIT figures: NVRTC compile of single kernels into empty caches, the first call of a fresh process
 served from the disk cache, and the host cost per call with the kernel loaded. The ceiling: cuBLAS
 8192^3 GEMMs (bf16, fp8) timed the same way. While anything is timed, NVML records the SM clock and
@@ -70,7 +70,7 @@ import tsattn  # noqa: E402
 L2_BYTES = 60 * 2**20  # H200
 SCHEMA = 1
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": getattr(torch, "float8_e4m3fn", None)}
-# SPEC.md reference tolerances by the least precise of input and output dtype: rtol, atol, relative norm
+# docs/contract.md reference tolerances by the least precise of input and output dtype: rtol, atol, relative norm
 TOLERANCES = {"fp8": (5e-2, 1.3e-1, 1e-1), "bf16": (2e-2, 1e-2, 2e-2), "fp16": (1e-2, 2e-3, 1e-2)}
 SLEEP_MS = 20.0       # GPU sleep queued before each batch of timed calls
 BATCH = 50            # timed calls queued behind one sleep
@@ -193,7 +193,7 @@ def reference(case: bc.Case, q, k, v, bounds, budget_bytes: int = 256 * 2**20) -
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, tol_key: str) -> dict:
-    """SPEC.md's check: every element within rtol/atol, relative norm within bound, all finite."""
+    """docs/contract.md's check: every element within rtol/atol, relative norm within bound, all finite."""
     rtol, atol, norm_tol = TOLERANCES[tol_key]
     o = out.float()
     if tuple(o.shape) != tuple(ref.shape):
@@ -854,10 +854,10 @@ def collect_meta(args, device: Optional[torch.device]) -> dict:
         meta["gpu_limits"] = NvmlSampler(_cuda_index(device)).limits()
     meta["env"] = {k: v for k, v in os.environ.items() if k.startswith("TSATTN_") or k in ("CUDA_VISIBLE_DEVICES",)}
     meta["method"] = {
-        "flops": "SPEC.md: 4 * Hq * D * visible (i, j) pairs; TFLOP/s = flops / median time",
+        "flops": "docs/contract.md: 4 * Hq * D * visible (i, j) pairs; TFLOP/s = flops / median time",
         "inputs": "0.2*randn (0.125*randn for fp8), cast to the case dtype; fp8 cases: e4m3 in, bf16 out for tsattn",
         "rotation": f"input sets rotated per call, together > 2 x L2 ({L2_BYTES // 2**20} MB)",
-        "check": "each contender's first output vs an fp32 torch reference, SPEC.md tolerances "
+        "check": "each contender's first output vs an fp32 torch reference, docs/contract.md tolerances "
                  "(every element within rtol/atol, relative norm, all finite); a failure is WRONG, not timed",
         "first_call": "the first call (JIT compile / cuDNN plan / torch.compile) is timed apart and excluded",
         "warmup": args.warmup,

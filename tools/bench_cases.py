@@ -6,7 +6,7 @@ A case is one point of the product
     x shape {b1-s1k .. b1-s16k, b4-s4k, chunk-q256-k4k, ragged16}
 named ``d{D}-{mask}-{dtype}-h{Hq}kv{Hkv}-{shape}``, e.g. ``d128-causal-bf16-h32kv8-b1-s8k``.
 
-Masks follow SPEC.md (per request b, query row i, key j, offset = Sk - Sq):
+Masks follow docs/contract.md (per request b, query row i, key j, offset = Sk - Sq):
     dense   every key
     causal  j <= i + offset (bottom-right aligned)
     winW    causal and j >= i + offset - W (W = 1024 or 4096: at most W + 1 keys)
@@ -14,7 +14,7 @@ Masks follow SPEC.md (per request b, query row i, key j, offset = Sk - Sq):
             and starts[i] = ends[i] - w_i + 1 with w_i ~ U[512, 4096] drawn per row from a fixed seed
 Every mask is described by per-row inclusive bounds (lo, hi) clamped to [0, Sk): the FLOP count,
 the fp32 reference, FlexAttention's block masks and the tests all derive from them.
-FLOPs follow SPEC.md: 4 * Hq * D * (visible (i, j) pairs), summed over requests.
+FLOPs follow docs/contract.md: 4 * Hq * D * (visible (i, j) pairs), summed over requests.
 """
 
 from __future__ import annotations
@@ -279,7 +279,7 @@ def visible_pairs(case: Case) -> int:
 
 
 def flops(case: Case) -> int:
-    """SPEC.md: 4 * Hq * D * visible (i, j) pairs."""
+    """docs/contract.md: 4 * Hq * D * visible (i, j) pairs."""
     return 4 * case.hq * case.head_dim * visible_pairs(case)
 
 

@@ -369,7 +369,7 @@ def render_report(doc: dict, plot_files: Sequence[str], prefix: str = "", level:
               "Over the cases where both ran (all shapes, dtypes and head counts of that head dim and mask); "
               "above 1 means tsattn is faster.", ""]
     lines += summary_table(doc) + [""]
-    lines += [f"{h}# All cases: TFLOP/s (SPEC: 4 * Hq * D * visible pairs / median time)", "",
+    lines += [f"{h}# All cases: TFLOP/s (docs/contract.md: 4 * Hq * D * visible pairs / median time)", "",
               "Case names: d{D}-{mask}-{dtype}-h{Hq}kv{Hkv}-{shape}; masks dense, causal (bottom-right), "
               "win1k/win4k (causal + window_left 1024/4096), vwin (per-row windows of 512..4096 keys); "
               "fp8 = e4m3 in, bf16 out; shapes b1-sN (B=1, S=N), b4-s4k, chunk-q256-k4k (Sq=256 after 3840 cached "
@@ -415,7 +415,8 @@ def render_readme_section(doc: dict) -> str:
     lines = [f"Measured on {m.get('gpu', '?')} ({str(m.get('started', '?'))[:10]}; torch {v.get('torch')}, "
              f"cuDNN {v.get('cudnn')}) by `tools/bench.py`, every contender in the same run on the same inputs, "
              "each output checked against an fp32 reference before timing. TFLOP/s = 4 * Hq * D * visible pairs / "
-             "median time (SPEC.md). Method, every case, JIT costs and plots: [docs/PERF.md](docs/PERF.md).", "",
+             "median time (docs/contract.md). Method, every case, JIT costs and plots: "
+             "[docs/PERF.md](docs/PERF.md).", "",
              "Geometric mean of tsattn's speed over each baseline's (above 1: tsattn faster), per head dim and mask:",
              ""]
     lines += summary_table(doc) + [""]

@@ -8,7 +8,7 @@ bf16 GEMM as the ceiling), this runs it back to back for --seconds while a threa
 every 10 ms, and prints: TFLOP/s over the whole loop, median SM clock and power, the share of
 samples with the power cap / thermal slowdown reasons active, and FLOP per SM cycle (TFLOP/s /
 (SMs x clock)), which is the figure a kernel change moves when the clock is pinned by power.
-Every attention output is checked against the fp32 reference first (SPEC.md tolerances), as in
+Every attention output is checked against the fp32 reference first (docs/contract.md tolerances), as in
 tools/bench.py.
 
 usage: tools/power_probe.py [--cases GLOB,...] [--contenders tsattn,cudnn] [--seconds 3] [--gap-ms 0] [--json FILE]

@@ -8,7 +8,7 @@ dense 16-bit peak: less means the tensor cores computed keys the mask throws awa
 instructions per MFLOP, issue activity; and from the SASS, the main loop (the instructions
 executed most often, stall samples included): its instructions, its warp passes per 128 x 128
 tile of work (8 consumer warps passing once per 128 keys: 8; per 160 keys: 6.4) and its share of
-the stall samples. FLOP follow SPEC.md (tools/bench_cases.py).
+the stall samples. FLOP follow docs/contract.md (tools/bench_cases.py).
 """
 from __future__ import annotations
 
