@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <nvrtc.h>
 
 #include <cstdlib>
 #include <optional>
@@ -12,6 +11,8 @@
 #include "codegen/kernel_spec.hpp"
 #include "common/knobs.hpp"
 #include "jit/driver/driver_api.hpp"
+#include "jit/nvrtc/compiler.hpp"
+#include "jit/nvrtc/nvrtc_library.hpp"
 #include "tools/cache_layers.hpp"
 #include "tools/exit_codes.hpp"
 
@@ -95,8 +96,8 @@ void add_env_options(CLI::App& command, EnvOptions& options) {
 }
 
 int run_env(const EnvOptions& options) {
-  int nvrtc_major = 0, nvrtc_minor = 0;
-  nvrtcVersion(&nvrtc_major, &nvrtc_minor);
+  const nvrtc::NvrtcLoad& nvrtc_found = nvrtc::nvrtc_load();
+  const bool has_nvrtc = nvrtc_found.failure.empty();
   const Driver drv = probe_driver();
   const std::vector<KnobValue> knobs = knob_values();
   const std::vector<std::string> unknown = unknown_tsattn_variables();
@@ -131,7 +132,11 @@ int run_env(const EnvOptions& options) {
                                 : nlohmann::json{{"available", false}, {"reason", drv.unavailable}};
     nlohmann::json out{{"tsattn", version()},
                        {"abi", tsattn_abi_version()},
-                       {"nvrtc", fmt::format("{}.{}", nvrtc_major, nvrtc_minor)},
+                       {"nvrtc", has_nvrtc ? nlohmann::json{{"available", true},
+                                                            {"version", nvrtc::nvrtc_version()},
+                                                            {"path", nvrtc_found.path},
+                                                            {"found_through", nvrtc::origin_text(nvrtc_found.origin)}}
+                                           : nlohmann::json{{"available", false}, {"reason", nvrtc_found.failure}}},
                        {"driver", driver_json},
                        {"gpus", gpus},
                        {"knobs", knob_list},
@@ -142,7 +147,12 @@ int run_env(const EnvOptions& options) {
   }
 
   fmt::print("tsattn        {} (C ABI {})\n", version(), tsattn_abi_version());
-  fmt::print("nvrtc         {}.{}\n", nvrtc_major, nvrtc_minor);
+  if (has_nvrtc) {
+    fmt::print("nvrtc         {} at {} ({})\n", nvrtc::nvrtc_version(), nvrtc_found.path,
+               nvrtc::origin_text(nvrtc_found.origin));
+  } else {
+    fmt::print("nvrtc         not found: only precompiled kernels can run\n{}\n", nvrtc_found.failure);
+  }
   if (!drv.unavailable.empty()) fmt::print("cuda driver   unavailable: {}\n", drv.unavailable);
   else fmt::print("cuda driver   {}\n", driver_version_text(drv.version));
   if (drv.unavailable.empty() && drv.gpus.empty()) fmt::print("gpus          none\n");

@@ -16,7 +16,8 @@
 namespace tsattn::tools {
 
 void add_precompile_options(CLI::App& command, PrecompileOptions& options) {
-  command.add_option("--manifest", options.manifest, "Manifest JSON listing the kernels (cache/manifests/*.json)")
+  command.add_option("--manifest", options.manifest,
+                     "Manifest: a built-in name (default, all, llama3, gemma) or a JSON file's path")
       ->required();
   command.add_option("--arch", options.archs, "Comma-separated cubin targets: sm_80, sm_90a, sm_100, sm_120")
       ->capture_default_str();

@@ -14,7 +14,7 @@ namespace tsattn::tools {
 struct RunOptions {
   std::string preset = "llama3-8b";
   int iterations = 20;
-  std::string manifest = "cache/manifests/default.json";  // used without a GPU
+  std::string manifest = "default";  // built in; used without a GPU
   bool stats = false;  // print the process's cache counters after the first call
 };
 

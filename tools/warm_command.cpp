@@ -166,7 +166,8 @@ void report(const Outcome& o, bool json) {
 }  // namespace
 
 void add_warm_options(CLI::App& command, WarmOptions& options) {
-  command.add_option("--manifest", options.manifest, "Manifest JSON listing the kernels (cache/manifests/*.json)")
+  command.add_option("--manifest", options.manifest,
+                     "Manifest: a built-in name (default, all, llama3, gemma) or a JSON file's path")
       ->required();
   command.add_option("--from", options.from, "A directory written by `tsattn precompile --out` to copy kernels from")
       ->check(CLI::ExistingDirectory);

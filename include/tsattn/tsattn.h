@@ -135,7 +135,8 @@ typedef struct tsattn_cache_stats {
 
 TSATTN_API tsattn_status tsattn_get_cache_stats(tsattn_cache_stats* stats);
 
-/* Compiles every kernel of a manifest (JSON file, see cache/manifests/) for the comma-separated
+/* Compiles every kernel of a manifest (a built-in name: "default", "all", "llama3", "gemma"; or the
+ * path of a JSON file, which contains a '/' or ends in .json) for the comma-separated
  * archs ("sm_90a,sm_80") into out_dir (NULL: the user cache). Needs no GPU. jobs <= 0: automatic.
  * Counts go to *compiled, *cached (already present) and *failed (each may be NULL). Returns
  * TSATTN_ERROR_VALUE for a bad manifest or arch list, TSATTN_ERROR_RUNTIME if a kernel failed. */

@@ -113,7 +113,7 @@ _lock = threading.Lock()
 _loaded: Optional[Tuple[ctypes.CDLL, str]] = None
 
 
-def _repo_root() -> Optional[Path]:
+def repo_root() -> Optional[Path]:
     """The checkout this package runs from (python/tsattn/ inside the repository), if any."""
     root = Path(__file__).resolve().parent.parent.parent
     if (root / "include" / "tsattn" / "tsattn.h").is_file() and (root / "CMakeLists.txt").is_file():
@@ -131,7 +131,7 @@ def search_locations() -> Iterator[Tuple[str, Optional[str]]]:
             yield "next to the package", str(p)
     else:
         yield "next to the package", str(lib_dir / "libtsattn.so*")
-    root = _repo_root()
+    root = repo_root()
     yield "repository build tree", None if root is None else str(root / "build" / "libtsattn.so")
     yield 'ctypes.util.find_library("tsattn")', ctypes.util.find_library("tsattn")
 

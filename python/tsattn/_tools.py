@@ -45,7 +45,8 @@ def precompile(
     out_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
     jobs: int = 0,
 ) -> Dict[str, int]:
-    """Compiles every kernel of a manifest (cache/manifests/*.json) for ``archs`` into ``out_dir``
+    """Compiles every kernel of a manifest (a built-in name: "default", "all", "llama3", "gemma"; or
+    a JSON file's path) for ``archs`` into ``out_dir``
     (None: the user cache). Needs no GPU. Returns ``dict(compiled=, cached=, failed=)``.
     ValueError for a bad manifest or arch list, RuntimeError if a kernel failed to compile.
     """

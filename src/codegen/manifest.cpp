@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <set>
 #include <sstream>
 
 #include "common/error.hpp"
+#include "codegen/embedded_files.hpp"
 #include "codegen/spec_table.hpp"
 
 namespace tsattn {
@@ -156,16 +158,40 @@ std::vector<KernelSpec> expand_manifest(const nlohmann::json& manifest, const st
   return specs;
 }
 
-std::vector<KernelSpec> load_manifest(const std::string& path, const std::vector<Arch>& archs) {
-  std::ifstream file(path);
-  if (!file) raise(ErrorKind::value, "{}: cannot be read", path);
+std::vector<std::string> builtin_manifest_names() {
+  std::vector<std::string> names;
+  for (const EmbeddedFile& file : embedded_manifests()) {
+    std::string_view name = file.name;
+    name.remove_suffix(std::string_view(".json").size());
+    names.emplace_back(name);
+  }
+  return names;
+}
+
+std::vector<KernelSpec> load_manifest(const std::string& name_or_path, const std::vector<Arch>& archs) {
+  const bool is_name = name_or_path.find('/') == std::string::npos && !name_or_path.ends_with(".json");
+  std::string text;
+  if (is_name) {
+    const auto files = embedded_manifests();
+    const auto found = std::find_if(files.begin(), files.end(),
+                                    [&](const EmbeddedFile& f) { return f.name == name_or_path + ".json"; });
+    if (found == files.end()) {
+      raise(ErrorKind::value, "{}: no built-in manifest has this name (built in: {}); a manifest file's path "
+            "contains a '/' or ends in .json", name_or_path, fmt::join(builtin_manifest_names(), ", "));
+    }
+    text = found->text;
+  } else {
+    std::ifstream file(name_or_path);
+    if (!file) raise(ErrorKind::value, "{}: cannot be read", name_or_path);
+    text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  }
   nlohmann::json manifest;
   try {
-    manifest = nlohmann::json::parse(file);
+    manifest = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    raise(ErrorKind::value, "{}: not valid JSON ({})", path, e.what());
+    raise(ErrorKind::value, "{}: not valid JSON ({})", name_or_path, e.what());
   }
-  return expand_manifest(manifest, archs, path);
+  return expand_manifest(manifest, archs, name_or_path);
 }
 
 }  // namespace tsattn

@@ -1,4 +1,4 @@
-// manifest.hpp - which kernels to build ahead of time, as JSON (cache/manifests/*.json).
+// manifest.hpp - which kernels to build ahead of time, as JSON (cache/manifests/*.json, built in).
 //
 //   {"schema": 1,
 //    "kernels": [{"family": "sm80", "head_dim": [128, 256], "input_dtype": ["bf16"],
@@ -27,8 +27,13 @@ inline constexpr int kManifestSchema = 1;
 std::vector<KernelSpec> expand_manifest(const nlohmann::json& manifest, const std::vector<Arch>& archs,
                                         const std::string& source);
 
-// Reads and expands a manifest file; Error(value) for unreadable or malformed files.
-std::vector<KernelSpec> load_manifest(const std::string& path, const std::vector<Arch>& archs);
+// Reads and expands a manifest: a built-in one by name ("default", "all", "llama3", "gemma": the
+// files of cache/manifests/, compiled into the library), or a file by path (anything with a '/' or
+// ending in .json). Error(value) for an unknown name or an unreadable or malformed file.
+std::vector<KernelSpec> load_manifest(const std::string& name_or_path, const std::vector<Arch>& archs);
+
+// The names load_manifest knows without a file, sorted.
+std::vector<std::string> builtin_manifest_names();
 
 // "sm_90a,sm_80" -> archs; Error(value) naming an unknown one.
 std::vector<Arch> parse_arch_list(const std::string& text);

@@ -65,6 +65,9 @@ constexpr std::array kKnobs = {
              kSplitTails},
     KnobInfo{Knob::library, "TSATTN_LIBRARY", path, "",
              "where the Python package loads libtsattn from (read by Python only)", false, {}},
+    KnobInfo{Knob::nvrtc_library, "TSATTN_NVRTC_LIBRARY", path, "",
+             "the libnvrtc.so.13 to compile with, instead of searching the pip package, the toolkit and the "
+             "system (a path that does not load is an error)", false, {}},
     KnobInfo{Knob::test_seed, "TSATTN_TEST_SEED", string, "",
              "fixed decimal seed for the test suites' random inputs (read by tests only)", false, {}},
 };

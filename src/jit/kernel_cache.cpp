@@ -6,7 +6,7 @@
 
 #include "api/dtype.hpp"
 #include "common/error.hpp"
-#include "codegen/embedded_templates.hpp"
+#include "codegen/embedded_files.hpp"
 #include "codegen/kernel_source.hpp"
 #include "codegen/spec_table.hpp"
 #include "common/knobs.hpp"

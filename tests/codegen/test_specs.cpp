@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "codegen/embedded_templates.hpp"
+#include "codegen/embedded_files.hpp"
 #include "codegen/kernel_source.hpp"
 #include "codegen/manifest.hpp"
 #include "codegen/spec_table.hpp"

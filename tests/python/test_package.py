@@ -1,21 +1,19 @@
 """No-GPU tests of the package itself: import without the library, discovery, signature, version,
-custom-op registration, fake tensors and torch.compile tracing, and the wheel build."""
+custom-op registration, fake tensors and torch.compile tracing, and the CLI run from Python."""
 
 import ast
 import inspect
 import os
 import re
-import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 
 import tsattn
-from tsattn import _library, _ops
+from tsattn import _cli, _library, _ops
 
 from support import FP8, LIBRARY_MISSING, REPO, needs_library
 
@@ -107,9 +105,10 @@ def test_signature_matches_contract():
 
 def test_version_and_exports():
     assert tsattn.__version__ == "0.1.0"
-    pyproject = (Path(tsattn.__file__).parent.parent / "pyproject.toml")
-    if pyproject.is_file():
-        assert re.search(r'^version = "0\.1\.0"$', pyproject.read_text(), re.M)
+    root = _library.repo_root()
+    if root is not None:  # the checkout's three version numbers agree: wheel, CMake, package
+        assert re.search(r'^version = "0\.1\.0"$', (root / "pyproject.toml").read_text(), re.M)
+        assert re.search(r"^project\(tsattn VERSION 0\.1\.0 ", (root / "CMakeLists.txt").read_text(), re.M)
     for name in ("batch_prefill", "cache_info", "precompile", "library_version", "library_path", "last_kernel_name"):
         assert callable(getattr(tsattn, name))
 
@@ -223,24 +222,33 @@ def test_only_plain_eager_calls_skip_the_dispatcher():
     assert not _ops.dispatcher_needed((q,))
 
 
-def test_wheel_builds_without_a_compiler(tmp_path):
-    pytest.importorskip("setuptools")
-    src = Path(tsattn.__file__).parent.parent
-    if not (src / "pyproject.toml").is_file():
-        pytest.skip("skipped: tsattn is not running from a source tree with pyproject.toml")
-    work = tmp_path / "src"
-    shutil.copytree(src, work, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "lib"))
-    env = dict(os.environ, CC="/nonexistent/cc", CXX="/nonexistent/c++")
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w",
-                        str(tmp_path / "dist"), str(work)], capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    wheels = list((tmp_path / "dist").glob("tsattn-0.1.0-py3-none-any.whl"))
-    assert wheels, r.stdout
-    names = set(zipfile.ZipFile(wheels[0]).namelist())
-    for module in ("__init__", "_api", "_args", "_call", "_library", "_ops", "_tools", "_views"):
-        assert f"tsattn/{module}.py" in names
-    metadata = zipfile.ZipFile(wheels[0]).read("tsattn-0.1.0.dist-info/METADATA").decode()
-    assert "Requires-Dist: torch>=2.0" in metadata and "Requires-Python: >=3.9" in metadata
+def test_cli_runs_from_python():
+    """`python -m tsattn` runs the CLI binary (here the checkout's build tree) with its subcommands."""
+    try:
+        _cli.cli_path()
+    except RuntimeError as e:
+        pytest.skip(f"skipped: no tsattn executable ({e})")
+    r = subprocess.run([sys.executable, "-m", "tsattn", "precompile", "--manifest", "llama3", "--arch", "sm_90a",
+                        "--list"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=str(Path(tsattn.__file__).parent.parent)))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["prefill.sm80.sm_90a.d128.bf16_bf16.causal.fixed",
+                                "prefill.sm80.sm_90a.d128.bf16_bf16.causal.packed",
+                                "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed",
+                                "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed"]
+    bad = subprocess.run([sys.executable, "-m", "tsattn", "precompile", "--manifest", "nosuch", "--arch", "sm_90a"],
+                         capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(Path(tsattn.__file__).parent.parent)))
+    assert bad.returncode == 2 and "no built-in manifest has this name" in bad.stderr
+
+
+def test_missing_cli_names_every_place(monkeypatch, tmp_path):
+    monkeypatch.setattr(_library, "repo_root", lambda: tmp_path)
+    monkeypatch.setattr(_cli, "__file__", str(tmp_path / "pkg" / "_cli.py"))
+    with pytest.raises(RuntimeError) as info:
+        _cli.cli_path()
+    text = str(info.value)
+    assert str(tmp_path / "pkg" / "bin" / "tsattn") in text and str(tmp_path / "build" / "tsattn") in text
 
 
 def test_modules_parse_as_python39():

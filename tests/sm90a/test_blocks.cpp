@@ -22,7 +22,7 @@
 
 #include <tsattn/tsattn.hpp>
 
-#include "codegen/embedded_templates.hpp"
+#include "codegen/embedded_files.hpp"
 #include "jit/nvrtc/compiler.hpp"
 #include "prefill_params.h"
 #include "ref/float_formats.hpp"

@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "codegen/embedded_files.hpp"
 #include "codegen/manifest.hpp"
 #include "codegen/spec_table.hpp"
+#include <tsattn/tsattn.hpp>
 
 using namespace tsattn;
 
@@ -75,5 +78,36 @@ TEST_SUITE("tools/manifests") {
       }
     }
     CHECK(count >= 4);  // default, all, llama3, gemma
+  }
+
+  TEST_CASE("the library carries every shipped manifest, loadable by name from any directory") {
+    std::vector<std::string> on_disk;
+    for (const auto& file : std::filesystem::directory_iterator(kManifests)) {
+      if (file.path().extension() == ".json") on_disk.push_back(file.path().stem().string());
+    }
+    std::sort(on_disk.begin(), on_disk.end());
+    CHECK(builtin_manifest_names() == on_disk);
+    for (const EmbeddedFile& file : embedded_manifests()) {
+      CAPTURE(file.name);
+      std::ifstream in(kManifests + "/" + std::string(file.name), std::ios::binary);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      CHECK(file.text == text);  // the build embedded the file as it is now
+    }
+    for (const std::string& name : on_disk) {
+      CAPTURE(name);
+      CHECK(names(load_manifest(name, {Arch::sm_90a})) == names(load_manifest(kManifests + "/" + name + ".json",
+                                                                              {Arch::sm_90a})));
+    }
+    try {
+      load_manifest("nosuch", {Arch::sm_90a});
+      FAIL("an unknown built-in name loaded");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::value);
+      CHECK(std::string(e.what()).find("nosuch: no built-in manifest has this name (built in: all, default, gemma, "
+                                       "llama3)") != std::string::npos);
+    }
+    // A path is a path even when a built-in manifest has the same stem.
+    CHECK_THROWS_AS(load_manifest("./default", {Arch::sm_90a}), Error);
+    CHECK_THROWS_AS(load_manifest("default.json", {Arch::sm_90a}), Error);  // no such file in the test's cwd
   }
 }

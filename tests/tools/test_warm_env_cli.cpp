@@ -86,7 +86,9 @@ TEST_SUITE("tools/env") {
     REQUIRE(r.code == 0);
     const nlohmann::json env = nlohmann::json::parse(r.out);
     CHECK(env["tsattn"] == TSATTN_VERSION_STRING);
-    CHECK_FALSE(env["nvrtc"].get<std::string>().empty());
+    CHECK(env["nvrtc"]["available"].get<bool>());  // the test machine has the toolkit
+    CHECK_FALSE(env["nvrtc"]["version"].get<std::string>().empty());
+    CHECK(std::filesystem::exists(env["nvrtc"]["path"].get<std::string>()));
     CHECK(env["driver"].contains("available"));
     CHECK(env["gpus"].is_array());
     REQUIRE(env["cache"]["read_only"].size() == 2);

@@ -1,7 +1,5 @@
 #include "jit/nvrtc/compiler.hpp"
 
-#include <nvrtc.h>
-
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -17,6 +15,7 @@
 #include "common/error.hpp"
 #include "common/knobs.hpp"
 #include "common/log.hpp"
+#include "jit/nvrtc/nvrtc_library.hpp"
 #include "jit/nvrtc/source_excerpt.hpp"
 
 namespace tsattn::nvrtc {
@@ -37,14 +36,14 @@ class Program {
       names.push_back(header.name.c_str());
     }
     const nvrtcResult result =
-        nvrtcCreateProgram(&program_, request.source.c_str(), program_name.c_str(), static_cast<int>(names.size()),
+        nvrtc_api().nvrtcCreateProgram(&program_, request.source.c_str(), program_name.c_str(), static_cast<int>(names.size()),
                            text_pointers.data(), names.data());
     if (result != NVRTC_SUCCESS) {
       raise(ErrorKind::runtime, "NVRTC could not create a program for kernel '{}': {}", request.name,
-            nvrtcGetErrorString(result));
+            nvrtc_api().nvrtcGetErrorString(result));
     }
   }
-  ~Program() { nvrtcDestroyProgram(&program_); }
+  ~Program() { nvrtc_api().nvrtcDestroyProgram(&program_); }
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
 
@@ -54,13 +53,15 @@ class Program {
   nvrtcProgram program_ = nullptr;
 };
 
+// Empty when no NVRTC can be loaded: arch strings are then checked for their form only.
 const std::vector<int>& supported_archs() {
   static const std::vector<int> archs = [] {
     int count = 0;
     std::vector<int> numbers;
-    if (nvrtcGetNumSupportedArchs(&count) == NVRTC_SUCCESS && count > 0) {
+    if (!nvrtc_available()) return numbers;
+    if (nvrtc_api().nvrtcGetNumSupportedArchs(&count) == NVRTC_SUCCESS && count > 0) {
       numbers.resize(static_cast<size_t>(count));
-      if (nvrtcGetSupportedArchs(numbers.data()) != NVRTC_SUCCESS) numbers.clear();
+      if (nvrtc_api().nvrtcGetSupportedArchs(numbers.data()) != NVRTC_SUCCESS) numbers.clear();
     }
     return numbers;
   }();
@@ -83,7 +84,7 @@ void validate_arch(const std::string& arch) {
   int number = 0;
   const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), number);
   ok = ok && !digits.empty() && error == std::errc{} && end == digits.data() + digits.size() &&
-       std::find(supported.begin(), supported.end(), number) != supported.end() &&
+       (supported.empty() || std::find(supported.begin(), supported.end(), number) != supported.end()) &&
        (suffix != 'a' || number >= 90) && (suffix != 'f' || number >= 100);
   if (!ok) {
     raise(ErrorKind::value,
@@ -127,9 +128,9 @@ std::string file_stem(const std::string& name) {
 
 std::string program_log(nvrtcProgram program) {
   size_t size = 0;
-  if (nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size <= 1) return {};
+  if (nvrtc_api().nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size <= 1) return {};
   std::string log(size, '\0');
-  if (nvrtcGetProgramLog(program, log.data()) != NVRTC_SUCCESS) return {};
+  if (nvrtc_api().nvrtcGetProgramLog(program, log.data()) != NVRTC_SUCCESS) return {};
   log.resize(size - 1);  // the size counts the terminating NUL
   return log;
 }
@@ -168,15 +169,16 @@ void dump(const CompileRequest& request, const std::string& log) {
       result == NVRTC_ERROR_INVALID_OPTION || log.find("Command-line error") != std::string::npos;
   raise(bad_options ? ErrorKind::value : ErrorKind::runtime,
         "NVRTC failed to compile kernel '{}' for {}: {}\noptions: {}\n--- NVRTC log ---\n{}{}{}", request.name,
-        request.arch, nvrtcGetErrorString(result), fmt::join(options, " "), log,
+        request.arch, nvrtc_api().nvrtcGetErrorString(result), fmt::join(options, " "), log,
         excerpts.empty() ? "" : "--- source at the errors ---\n", excerpts);
 }
 
 }  // namespace
 
 std::string nvrtc_version() {
+  if (!nvrtc_available()) return built_cuda_version();
   int major = 0, minor = 0;
-  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) raise(ErrorKind::runtime, "nvrtcVersion failed");
+  if (nvrtc_api().nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) raise(ErrorKind::runtime, "nvrtcVersion failed");
   return fmt::format("{}.{}", major, minor);
 }
 
@@ -203,20 +205,20 @@ CompileResult compile_to_cubin(const CompileRequest& request) {
   option_pointers.push_back("--no-cache");
   const auto start = std::chrono::steady_clock::now();
   const nvrtcResult status =
-      nvrtcCompileProgram(program.get(), static_cast<int>(option_pointers.size()), option_pointers.data());
+      nvrtc_api().nvrtcCompileProgram(program.get(), static_cast<int>(option_pointers.size()), option_pointers.data());
   result.log = program_log(program.get());
   dump(request, result.log);
   if (status != NVRTC_SUCCESS) raise_compile_failure(request, program_name, status, result.log, result.options);
 
   size_t size = 0;
-  nvrtcResult cubin_status = nvrtcGetCUBINSize(program.get(), &size);
+  nvrtcResult cubin_status = nvrtc_api().nvrtcGetCUBINSize(program.get(), &size);
   if (cubin_status == NVRTC_SUCCESS) {
     result.cubin.resize(size);
-    cubin_status = nvrtcGetCUBIN(program.get(), reinterpret_cast<char*>(result.cubin.data()));
+    cubin_status = nvrtc_api().nvrtcGetCUBIN(program.get(), reinterpret_cast<char*>(result.cubin.data()));
   }
   if (cubin_status != NVRTC_SUCCESS || result.cubin.empty()) {
     raise(ErrorKind::runtime, "NVRTC compiled kernel '{}' for {} but produced no cubin: {}", request.name,
-          request.arch, nvrtcGetErrorString(cubin_status));
+          request.arch, nvrtc_api().nvrtcGetErrorString(cubin_status));
   }
   result.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   result.ptxas = parse_ptxas_report(result.log);

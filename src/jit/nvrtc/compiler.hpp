@@ -50,7 +50,10 @@ struct CompileResult {
 // around every error line). Writes <name>.<arch>.cu and .log to TSATTN_DUMP_DIR when it is set.
 CompileResult compile_to_cubin(const CompileRequest& request);
 
-std::string nvrtc_version();  // "13.0"
+// The NVRTC version kernels are compiled with ("13.0"), as cache keys record it: the loaded NVRTC's,
+// or, where none can be loaded, the CUDA version this library was built with, so that a process
+// with no NVRTC finds the cubins an NVRTC of that version precompiled.
+std::string nvrtc_version();
 
 // --gpu-architecture=<arch>, -std=c++17, --ptxas-options=--verbose, -default-device, and
 // -lineinfo when TSATTN_LINEINFO is on. Throws ErrorKind::value for an arch NVRTC cannot target.
