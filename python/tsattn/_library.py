@@ -23,7 +23,7 @@ from typing import Iterator, Optional, Tuple
 
 ABI_VERSION = 1  # TSATTN_ABI_VERSION this binding was written for
 
-# tsattn_status -> Python exception (SPEC: Errors)
+# tsattn_status -> Python exception (docs/contract.md, "Errors")
 STATUS_OK = 0
 _STATUS_EXCEPTIONS = {
     1: TypeError,
@@ -180,7 +180,8 @@ def _load() -> Tuple[ctypes.CDLL, str]:
     raise RuntimeError(
         "tsattn: libtsattn.so was not found. Looked in:\n  - "
         + "\n  - ".join(tried)
-        + "\nBuild it (cmake -S . -B build -G Ninja && cmake --build build --target tsattn_shared) "
+        + "\nInstall the tsattn wheel (it carries the library in tsattn/lib/), build it in a checkout "
+        "(cmake -S . -B build -G Ninja && cmake --build build --target tsattn_shared), "
         "or set TSATTN_LIBRARY to its path."
     )
 
@@ -212,7 +213,7 @@ def function(name: str):
 
 
 def check(status: int) -> None:
-    """Raises the SPEC's exception for a non-OK status, with the library's message."""
+    """Raises the contract's exception for a non-OK status, with the library's message."""
     if status == STATUS_OK:
         return
     message = library().tsattn_last_error_message()

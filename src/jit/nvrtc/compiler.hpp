@@ -1,8 +1,8 @@
 // compiler.hpp - generated CUDA source to a cubin with NVRTC, plus what ptxas said about it.
 //
 // Needs no GPU and no include directories: everything the source includes is passed in memory.
-// Each call owns its own NVRTC program, so calls run in parallel with no lock (ARCHITECTURE.md:
-// "no global lock is ever held while compiling").
+// Each call owns its own NVRTC program, so calls run in parallel and no lock is held while one
+// compiles.
 #pragma once
 
 #include <cstdint>
