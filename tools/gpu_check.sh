@@ -6,7 +6,7 @@
 # per step (steps.log holds them all, in order, for tools that bring back few files), bench/ for
 # the benchmark, and a short table last on stdout.
 #   usage: tools/gpu_check.sh [step ...]
-#   steps: env blocks tests sanitizer demo deploy python bench (default: all but bench)
+#   steps: env blocks tests sanitizer demo deploy python wheel bench (default: all but wheel and bench)
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$repo/gpu-results}"
@@ -68,6 +68,10 @@ for step in "${steps[@]}"; do
     python)
       run_step python python.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
         python3 -m pytest -q tests/python ;;
+    wheel)
+      # The wheel as a user installs it, with the toolkit hidden (tools/gpu_prepare.sh built it).
+      run_step wheel wheel.log timeout 560 bash tests/packaging/wheel_on_gpu.sh "$(ls build/dist/tsattn-*.whl)" \
+        -n 8 ;;
     bench)
       run_step bench bench.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
         python3 tools/bench.py --quick --out "$out/bench" ;;

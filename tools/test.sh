@@ -12,4 +12,4 @@ ctest --test-dir "$repo/build" --output-on-failure -j "$(nproc)"
 python3 -m pip install --quiet --disable-pip-version-check torch pytest numpy
 python3 -m pytest -q -rs tests/python
 # A new user's path: the wheel, installed where no CUDA toolkit is visible, compiling through pip's NVRTC.
-bash tests/packaging/wheel_without_toolkit.sh "$repo/build/packaging"
+bash tests/packaging/wheel_without_toolkit.sh "$(mktemp -d)"
