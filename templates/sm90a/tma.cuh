@@ -7,7 +7,7 @@
 // cuTensorMapEncodeTiled and passes them by value in a `const __grid_constant__` kernel
 // parameter; the device only ever takes their address (tensor_map_address).
 //
-// mbarrier protocol (hopper_attention.md 4.2): thread 0 runs mbarrier_init for each barrier,
+// mbarrier protocol (PTX ISA, mbarrier): thread 0 runs mbarrier_init for each barrier,
 // then fence_mbarrier_init() and a CTA barrier before any TMA may signal it. A "full" barrier is
 // initialised with count 1: the producer's mbarrier_arrive_expect_tx(bar, bytes) is that arrival
 // and announces the bytes the TMA loads will deliver; the phase completes when both happened.

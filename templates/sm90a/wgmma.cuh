@@ -57,7 +57,7 @@
 //       col = 8 * j + 2 * c + (r % 2)
 //   (the mma.sync m16n8 C layout, stacked over the 4 warps along M and repeated N/8 times).
 //
-// Rules (hopper_attention.md section 4.1): all 128 threads of a warpgroup that starts at a warp
+// Rules (PTX ISA, wgmma): all 128 threads of a warpgroup that starts at a warp
 // index divisible by 4 execute every wgmma convergently; wgmma_fence() before the first wgmma
 // whenever accumulators were touched by ordinary code; read accumulators only after a
 // wgmma_wait that retires the group; everything stays __forceinline__ (a call boundary

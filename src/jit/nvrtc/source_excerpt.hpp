@@ -1,5 +1,5 @@
 // source_excerpt.hpp - the generated source around each error NVRTC reports, so a failed compile
-// can be read without re-running it (jitify's CompileFailed messages; jit_cache.md 7.4).
+// can be read without re-running it (as jitify's compile-failure messages do).
 #pragma once
 
 #include <span>
