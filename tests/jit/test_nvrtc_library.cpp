@@ -36,7 +36,8 @@ std::string toolkit_nvrtc() {
 
 TEST_SUITE("jit/nvrtc_library") {
   TEST_CASE("search order: loaded, the pip package beside the installed package, the toolkit, the system") {
-    const auto candidates = nvrtc_candidates({"", "/venv/lib/python3.12/site-packages/tsattn/lib/libtsattn.so", "/opt/cuda"});
+    const std::string library = "/venv/lib/python3.12/site-packages/tsattn/lib/libtsattn.so";
+    const auto candidates = nvrtc_candidates({"", library, "/opt/cuda"});
     CHECK(origins(candidates) == std::vector<NvrtcOrigin>{NvrtcOrigin::already_loaded, NvrtcOrigin::pip_package,
                                                          NvrtcOrigin::cuda_home, NvrtcOrigin::cuda_home,
                                                          NvrtcOrigin::toolkit, NvrtcOrigin::toolkit,

@@ -35,9 +35,9 @@ class Program {
       text_pointers.push_back(texts.back().c_str());
       names.push_back(header.name.c_str());
     }
-    const nvrtcResult result =
-        nvrtc_api().nvrtcCreateProgram(&program_, request.source.c_str(), program_name.c_str(), static_cast<int>(names.size()),
-                           text_pointers.data(), names.data());
+    const nvrtcResult result = nvrtc_api().nvrtcCreateProgram(&program_, request.source.c_str(), program_name.c_str(),
+                                                              static_cast<int>(names.size()), text_pointers.data(),
+                                                              names.data());
     if (result != NVRTC_SUCCESS) {
       raise(ErrorKind::runtime, "NVRTC could not create a program for kernel '{}': {}", request.name,
             nvrtc_api().nvrtcGetErrorString(result));
@@ -178,7 +178,9 @@ void dump(const CompileRequest& request, const std::string& log) {
 std::string nvrtc_version() {
   if (!nvrtc_available()) return built_cuda_version();
   int major = 0, minor = 0;
-  if (nvrtc_api().nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) raise(ErrorKind::runtime, "nvrtcVersion failed");
+  if (nvrtc_api().nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) {
+    raise(ErrorKind::runtime, "nvrtcVersion failed");
+  }
   return fmt::format("{}.{}", major, minor);
 }
 
@@ -204,8 +206,8 @@ CompileResult compile_to_cubin(const CompileRequest& request) {
   // where a compile takes seconds. Not part of the key: it changes nothing in the cubin.
   option_pointers.push_back("--no-cache");
   const auto start = std::chrono::steady_clock::now();
-  const nvrtcResult status =
-      nvrtc_api().nvrtcCompileProgram(program.get(), static_cast<int>(option_pointers.size()), option_pointers.data());
+  const nvrtcResult status = nvrtc_api().nvrtcCompileProgram(program.get(), static_cast<int>(option_pointers.size()),
+                                                             option_pointers.data());
   result.log = program_log(program.get());
   dump(request, result.log);
   if (status != NVRTC_SUCCESS) raise_compile_failure(request, program_name, status, result.log, result.options);

@@ -19,8 +19,6 @@ namespace {
 constexpr int kNvrtcMajor = CUDA_VERSION / 1000;
 const std::string kSoname = fmt::format("libnvrtc.so.{}", kNvrtcMajor);
 
-std::string parent_folder(const std::string& path) { return std::filesystem::path(path).parent_path().string(); }
-
 // Opens one candidate and binds every entry point; on failure returns why, leaving `load` unset.
 std::string try_candidate(const NvrtcCandidate& candidate, NvrtcLoad& load) {
   const bool is_file = candidate.path.find('/') != std::string::npos;
@@ -47,22 +45,22 @@ std::string try_candidate(const NvrtcCandidate& candidate, NvrtcLoad& load) {
   // libnvrtc opens libnvrtc-builtins.so.<major>.<minor> by name when it compiles; loading it from
   // the same folder first means the loader finds it whatever its search path is.
   if (is_file) {
-    const std::string builtins =
-        (std::filesystem::path(parent_folder(candidate.path)) / fmt::format("libnvrtc-builtins.so.{}.{}", major, minor))
-            .string();
+    const std::filesystem::path folder = std::filesystem::path(candidate.path).parent_path();
+    const std::string builtins = (folder / fmt::format("libnvrtc-builtins.so.{}.{}", major, minor)).string();
     if (std::filesystem::exists(builtins) && dlopen(builtins.c_str(), RTLD_NOW | RTLD_LOCAL) == nullptr) {
       const char* why = dlerror();
       return fmt::format("loaded, but its {} did not load ({})", builtins, why ? why : "dlopen failed");
     }
   }
   load.api = api;
-  char real[4096];
-  load.path = is_file ? candidate.path : kSoname;
-  if (Dl_info info{}; dladdr(reinterpret_cast<void*>(api.nvrtcVersion), &info) != 0 && info.dli_fname != nullptr &&
-                      realpath(info.dli_fname, real) != nullptr) {
-    load.path = real;
-  }
   load.origin = candidate.origin;
+  // The file the loader really opened (a soname or a link resolves to it).
+  load.path = is_file ? candidate.path : kSoname;
+  if (Dl_info info{}; dladdr(reinterpret_cast<void*>(api.nvrtcVersion), &info) != 0 && info.dli_fname != nullptr) {
+    std::error_code error;
+    const std::filesystem::path real = std::filesystem::canonical(info.dli_fname, error);
+    if (!error) load.path = real.string();
+  }
   return {};
 }
 
@@ -95,14 +93,17 @@ std::vector<NvrtcCandidate> nvrtc_candidates(const NvrtcSearchInputs& inputs) {
   std::vector<NvrtcCandidate> candidates{{NvrtcOrigin::already_loaded, kSoname}};
   if (!inputs.self_path.empty()) {
     // <site-packages>/tsattn/lib/libtsattn.so and <site-packages>/tsattn/bin/tsattn: two folders up.
-    const std::filesystem::path site = std::filesystem::path(inputs.self_path).parent_path().parent_path().parent_path();
+    const std::filesystem::path package = std::filesystem::path(inputs.self_path).parent_path().parent_path();
+    const std::filesystem::path site = package.parent_path();
     const std::filesystem::path lib = site / "nvidia" / fmt::format("cu{}", kNvrtcMajor) / "lib" / kSoname;
     candidates.push_back({NvrtcOrigin::pip_package, lib.lexically_normal().string()});
   }
   for (const auto& [origin, root] : {std::pair{NvrtcOrigin::cuda_home, inputs.cuda_home},
                                      std::pair{NvrtcOrigin::toolkit, std::string("/usr/local/cuda")}}) {
     if (root.empty()) continue;
-    for (const char* lib : {"lib64", "lib"}) candidates.push_back({origin, (std::filesystem::path(root) / lib / kSoname).string()});
+    for (const char* lib : {"lib64", "lib"}) {
+      candidates.push_back({origin, (std::filesystem::path(root) / lib / kSoname).string()});
+    }
   }
   candidates.push_back({NvrtcOrigin::system, kSoname});
   return candidates;
