@@ -24,7 +24,7 @@ echo "wheel: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
 python3 -m pip install --quiet --disable-pip-version-check auditwheel
 tag=$(basename "$wheel" .whl | rev | cut -d- -f1 | rev)
 python3 -m auditwheel show "$wheel" | tee "$work/auditwheel.txt"
-grep -q "consistent with the following platform tag: \"$tag\"" "$work/auditwheel.txt" ||
+tr -s ' \n' '  ' <"$work/auditwheel.txt" | grep -q "consistent with the following platform tag: \"$tag\"" ||
   { echo "auditwheel does not confirm the wheel's tag $tag" >&2; exit 1; }
 
 echo "== a fresh virtual environment without NVRTC"
