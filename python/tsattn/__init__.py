@@ -2,12 +2,31 @@
 
 ``import tsattn`` never needs the library; the first call that does loads it (see ``_library``
 for where it looks) and raises RuntimeError naming every place it looked if it is missing.
+torch is imported with the first use of ``batch_prefill``, so the command line (``tsattn``,
+``python -m tsattn``) and ``tsattn.precompile`` start without it.
 """
 
-from ._api import batch_prefill
+from typing import TYPE_CHECKING
+
 from ._tools import cache_info, last_kernel_name, library_path, library_version, precompile
+
+if TYPE_CHECKING:
+    from ._api import batch_prefill
 
 __version__ = "0.1.0"
 
 __all__ = ["batch_prefill", "cache_info", "last_kernel_name", "library_path", "library_version", "precompile",
            "__version__"]
+
+
+def __getattr__(name: str):
+    if name == "batch_prefill":
+        from ._api import batch_prefill
+
+        globals()["batch_prefill"] = batch_prefill
+        return batch_prefill
+    raise AttributeError(f"module 'tsattn' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

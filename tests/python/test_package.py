@@ -59,6 +59,22 @@ def test_import_works_without_the_library(tmp_path):
     assert "RuntimeError:" in r.stdout and str(bogus) in r.stdout and "TSATTN_LIBRARY" in r.stdout
 
 
+@needs_library
+def test_import_and_precompile_do_not_import_torch(tmp_path):
+    """The CLI and tsattn.precompile run on build machines without torch; batch_prefill brings it."""
+    code = (
+        "import sys, tsattn\n"
+        "assert 'torch' not in sys.modules, 'import tsattn imported torch'\n"
+        "tsattn.precompile('llama3', archs='sm_90a', out_dir=sys.argv[1])\n"
+        "assert 'torch' not in sys.modules, 'precompile imported torch'\n"
+        "assert callable(tsattn.batch_prefill) and 'torch' in sys.modules\n"
+        "assert 'batch_prefill' in dir(tsattn)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "aot")], env=_env_for_subprocess(),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+
+
 def test_missing_library_error_names_every_place(monkeypatch):
     monkeypatch.delenv("TSATTN_LIBRARY", raising=False)
     monkeypatch.setattr(_library, "_loaded", None)  # restored afterwards
