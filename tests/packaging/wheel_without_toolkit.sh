@@ -85,7 +85,7 @@ else:
     raise SystemExit("precompile worked without NVRTC")' "$work/no-nvrtc"
 
 echo "== NVRTC from pip ($nvrtc_pin)"
-"$py" -m pip install --quiet --disable-pip-version-check "$nvrtc_pin"
+"$py" -m pip install --quiet --disable-pip-version-check --no-deps "$nvrtc_pin"
 
 check "tsattn env finds the pip package's NVRTC" \
   bash -c 'tsattn env --json > "$0/env.json"
