@@ -41,7 +41,7 @@ def dispatcher_needed(tensors) -> bool:
     library: while torch.compile / torch.export trace (the compiling flag, tensor subclasses such as
     FakeTensor, an active torch function or dispatch mode), and when autograd would record the op
     (so an input that requires grad gets torch's "not differentiable" error). Plain eager calls skip
-    the dispatcher: its first custom-op call in a process imports torch._dynamo (seconds: tools/bench.py
+    the dispatcher: its first custom-op call in a process imports torch._dynamo (seconds: tools/bench/bench.py
     "first call of a fresh process"), and every call pays its dispatch."""
     if torch.compiler.is_compiling():
         return True
