@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh - README's second command: set up, build with warnings as errors, run every test:
 # the doctest suites through ctest, the pytest suites (the Python package's, tests/python, and the
-# benchmark and profiling tools', tools/bench/tests and tools/profile/tests), then the wheel on a
+# developer tools', tools/{bench,profile,dev}/tests), then the wheel on a
 # machine without a toolkit (tests/packaging/wheel_without_toolkit.sh). GPU tests print
 # "skipped: no CUDA device" where there is none (ctest and pytest list them as skipped).
 set -euo pipefail
@@ -11,6 +11,6 @@ ctest --test-dir "$repo/build" --output-on-failure -j "$(nproc)"
 # The Python tests import the package from python/ and load build/libtsattn.so; they need torch
 # (PyPI's default wheel), pytest and numpy.
 python3 -m pip install --quiet --disable-pip-version-check torch pytest numpy
-python3 -m pytest -q -rs tests/python tools/bench/tests tools/profile/tests
+python3 -m pytest -q -rs tests/python tools/bench/tests tools/profile/tests tools/dev/tests
 # A new user's path: the wheel, installed where no CUDA toolkit is visible, compiling through pip's NVRTC.
 bash tests/packaging/wheel_without_toolkit.sh "$(mktemp -d)"

@@ -587,14 +587,14 @@ TEST_SUITE("gpu/sm90a_blocks") {
     }
   }
 
-  // (No comma in test case names: tools/gpu/gpu_check.sh passes each name to -tc, which splits at commas.)
+  // (No comma in test case names: tools/dev/gpu_check.sh passes each name to -tc, which splits at commas.)
   TEST_CASE("RS-wgmma e4m3 O = P V with P from fp32 accumulators (e4m3_a_operand) and V^T K-major with keys permuted "
             "by e4m3_key_of_slot") {
     TSATTN_REQUIRE_SM90();
     check_wgmma_e4m3(check_wgmma_e4m3_pv, 0x5eed90aa);
   }
 
-  // The TMA pieces run as separate test cases (tools/gpu/gpu_check.sh runs each in its own process):
+  // The TMA pieces run as separate test cases (tools/dev/gpu_check.sh runs each in its own process):
   // a faulting instruction poisons the CUDA context and would hide the others.
   TEST_CASE("TMA load: 64x64 bf16 boxes inside the tensor with 128B swizzle") {
     TSATTN_REQUIRE_SM90();

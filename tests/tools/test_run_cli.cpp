@@ -1,6 +1,6 @@
 // `tsattn run` on a machine without a GPU, as README's first command runs it there: it says so and
 // precompiles a built-in manifest into the user cache, whatever the working directory. (On a GPU
-// machine it runs attention instead; tools/gpu/gpu_check.sh runs its presets there.)
+// machine it runs attention instead; tools/dev/gpu_check.sh runs its presets there.)
 #include <doctest/doctest.h>
 
 #include <string>

@@ -1085,7 +1085,7 @@ def jit_figures(device: torch.device, arch: str, quick: bool, host_calls: int) -
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sel = p.add_mutually_exclusive_group()
-    sel.add_argument("--quick", action="store_true", help="the smoke set (tools/gpu/gpu_check.sh bench)")
+    sel.add_argument("--quick", action="store_true", help="the smoke set (tools/dev/gpu_check.sh bench)")
     sel.add_argument("--full", action="store_true", help="the whole product of the axes (about an hour)")
     p.add_argument("--cases", default="", help="comma-separated glob patterns over case names; without --quick/--full "
                    "they select from the whole product (e.g. 'd128-causal-*-b1-s8k,*ragged16')")

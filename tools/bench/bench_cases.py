@@ -212,7 +212,7 @@ def default_cases() -> List[Case]:
 
 
 def quick_cases() -> List[Case]:
-    """tools/gpu/gpu_check.sh's smoke set: the S=8K headline cases and one of each other kind."""
+    """tools/dev/gpu_check.sh's smoke set: the S=8K headline cases and one of each other kind."""
     hq, hkv = PRIMARY_HEADS
     cases = [Case(d, m, "bf16", hq, hkv, "b1-s8k") for d in HEAD_DIMS for m in ("dense", "causal")]
     cases += [Case(128, "win1k", "bf16", hq, hkv, "b1-s8k"), Case(128, "vwin", "bf16", hq, hkv, "b1-s8k"),

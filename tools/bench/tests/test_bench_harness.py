@@ -304,7 +304,7 @@ def test_select_cases_semantics():
     args = bench.build_parser().parse_args([])
     assert bench.select_cases(args)[0] == bc.default_cases()
     assert len(bench.select_cases(bench.build_parser().parse_args(["--full"]))[0]) == 960
-    args = bench.build_parser().parse_args(["--out", "x", "--quick"])  # tools/gpu/gpu_check.sh's command line
+    args = bench.build_parser().parse_args(["--out", "x", "--quick"])  # tools/dev/gpu_check.sh's command line
     assert args.quick and args.out == "x" and bench.select_cases(args)[0] == bc.quick_cases()
 
 

@@ -2,7 +2,7 @@
 # gpu_prepare.sh - on the build machine (no GPU needed): build everything and precompile the
 # default manifest for sm_90a into build/aot-cache (and two model-family manifests into
 # build/deploy-cache) and build the wheel into build/dist, so the GPU machine spends its time
-# running, not compiling. Then carry build/ and run tools/gpu/gpu_check.sh there.
+# running, not compiling. Then carry build/ and run tools/dev/gpu_check.sh there.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../setup.sh" -DTSATTN_WERROR=ON
 cd "$repo"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # gpu_check.sh - every GPU check in one run, for the lent H200 (or any CUDA machine).
 #
-# Builds nothing: it runs what `tools/gpu/gpu_prepare.sh` built and precompiled on a machine without a
+# Builds nothing: it runs what `tools/dev/gpu_prepare.sh` built and precompiled on a machine without a
 # GPU (carry build/ to the GPU machine). Results go under $OUT (default: gpu-results/): one log
 # per step (steps.log holds them all, in order, for tools that bring back few files), bench/ for
 # the benchmark, and a short table last on stdout.
-#   usage: tools/gpu/gpu_check.sh [step ...]
+#   usage: tools/dev/gpu_check.sh [step ...]
 #   steps: env blocks tests sanitizer demo deploy python wheel bench (default: all but wheel and bench)
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -67,9 +67,9 @@ for step in "${steps[@]}"; do
         build/tsattn_tests -ts="tools/*"' ;;
     python)
       run_step python python.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
-        python3 -m pytest -q tests/python tools/bench/tests tools/profile/tests ;;
+        python3 -m pytest -q tests/python tools/bench/tests tools/profile/tests tools/dev/tests ;;
     wheel)
-      # The wheel as a user installs it, with the toolkit hidden (tools/gpu/gpu_prepare.sh built it).
+      # The wheel as a user installs it, with the toolkit hidden (tools/dev/gpu_prepare.sh built it).
       run_step wheel wheel.log timeout 560 bash tests/packaging/wheel_on_gpu.sh "$(ls build/dist/tsattn-*.whl)" \
         -n 8 ;;
     bench)
