@@ -1,5 +1,5 @@
 // test_blocks.cpp - the bottom-up building blocks of the sm90a (Hopper) family, each on its own:
-// "codegen/sm90a_blocks" compiles the test kernels of templates/sm90a/test_*.cuh with NVRTC (no
+// "codegen/sm90a_blocks" compiles the test kernels of tests/sm90a/kernels/*.cuh with NVRTC (no
 // GPU needed) and holds them to the family's rules (no spills, no C75xx wgmma notes, sm_90a
 // only); "gpu/sm90a_blocks" runs them on a compute capability 9.0 device: SS- and RS-wgmma GEMMs
 // (16-bit and e4m3) against a CPU GEMM, a TMA load/store round trip with out-of-bounds tiles, and
@@ -26,13 +26,14 @@
 #include "jit/nvrtc/compiler.hpp"
 #include "prefill_params.h"
 #include "ref/float_formats.hpp"
+#include "sm90a/test_kernels.hpp"
 #include "support/gpu.hpp"
 
 namespace tsattn::test {
 namespace {
 
 struct TestKernels {
-  const char* header;  // templates/sm90a/<header>.cuh
+  const char* header;  // tests/sm90a/kernels/<header>.cuh
   std::vector<const char*> symbols;
 };
 
@@ -53,8 +54,10 @@ const std::vector<TestKernels>& test_kernels() {
 nvrtc::CompileResult compile_test_kernel(const std::string& header, const std::string& arch) {
   nvrtc::CompileRequest request;
   request.name = fmt::format("sm90a_blocks.{}", header);
-  request.source = fmt::format("#include \"sm90a/{}.cuh\"\n", header);
-  for (const EmbeddedFile& file : embedded_templates()) request.headers.push_back({std::string(file.name), file.text});
+  request.source = fmt::format("#include \"{}.cuh\"\n", header);
+  for (const auto files : {embedded_templates(), embedded_sm90a_test_kernels()}) {
+    for (const EmbeddedFile& file : files) request.headers.push_back({std::string(file.name), file.text});
+  }
   request.arch = arch;
   return nvrtc::compile_to_cubin(request);
 }
@@ -237,7 +240,7 @@ std::vector<float> run_wgmma_kernel(const Module& module, const char* symbol, in
   return c;
 }
 
-// The SS tests' accumulator start value (kWgmmaTestGarbage, sm90a/test_common.cuh).
+// The SS tests' accumulator start value (kWgmmaTestGarbage, kernels/test_common.cuh).
 constexpr double kWgmmaTestGarbage = 12345.0;
 
 struct GemmMismatches {

@@ -11,7 +11,7 @@
 #ifndef TSATTN_SM90A_TEST_MBARRIER_RING_CUH
 #define TSATTN_SM90A_TEST_MBARRIER_RING_CUH
 
-#include "sm90a/test_common.cuh"
+#include "test_common.cuh"
 
 namespace tsattn_dev {
 constexpr int kRingStages = 2;

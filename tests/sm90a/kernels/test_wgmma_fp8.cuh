@@ -15,7 +15,7 @@
 #ifndef TSATTN_SM90A_TEST_WGMMA_FP8_CUH
 #define TSATTN_SM90A_TEST_WGMMA_FP8_CUH
 
-#include "sm90a/test_common.cuh"
+#include "test_common.cuh"
 
 namespace tsattn_dev {
 

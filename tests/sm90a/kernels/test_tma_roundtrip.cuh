@@ -12,7 +12,7 @@
 #ifndef TSATTN_SM90A_TEST_TMA_ROUNDTRIP_CUH
 #define TSATTN_SM90A_TEST_TMA_ROUNDTRIP_CUH
 
-#include "sm90a/test_common.cuh"
+#include "test_common.cuh"
 
 namespace tsattn_dev {
 constexpr int kTmaTestPrefetch = 1;
