@@ -11,18 +11,10 @@ shift
 python3 -m pip install --quiet --disable-pip-version-check --no-deps --force-reinstall "$wheel"
 cache="$(mktemp -d)/tsattn"
 
-hidden() {  # runs "$@" with the toolkit out of sight; fails if any of it is still visible
-  unshare -m bash -euo pipefail -c '
-    for d in /usr/local/cuda*; do [[ -d "$d" && ! -L "$d" ]] && mount -t tmpfs tmpfs "$d"; done
-    unset LD_LIBRARY_PATH CUDA_HOME CUDA_PATH TSATTN_NVRTC_LIBRARY TSATTN_LIBRARY
-    if command -v nvcc >/dev/null; then echo "nvcc is still visible: $(command -v nvcc)" >&2; exit 1; fi
-    for lib in $(ldconfig -p | awk "/libnvrtc/ {print \$NF}"); do
-      if [[ -e "$lib" ]]; then echo "a toolkit NVRTC is still visible: $lib" >&2; exit 1; fi
-    done
-    "$@"' hidden "$@"
-}
+hidden() { bash "$repo/tests/packaging/hide_toolkit.sh" "$@"; }
 
 cd "$repo"
+unset TSATTN_LIBRARY  # the installed package's own library
 export TSATTN_CACHE_DIR="$cache" TSATTN_CACHE_RO_PATH= TSATTN_TEST_INSTALLED=1 PYTHONUNBUFFERED=1
 
 echo "== where things come from, toolkit hidden"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # wheel_without_toolkit.sh - a new user's path on a machine with no CUDA toolkit: build the wheel
-# from the repository root, install it into a fresh virtual environment, hide the toolkit (a mount
-# namespace with an empty tmpfs over every /usr/local/cuda-*), and check that
+# from the repository root, install it into a fresh virtual environment, hide the toolkit
+# (hide_toolkit.sh), and check that
 #   - without NVRTC, `tsattn env` says so and a compile fails naming every place searched and the
 #     pip package to install;
 #   - with the pip package nvidia-cuda-nvrtc, `tsattn precompile --manifest default --arch sm_90a`
@@ -34,18 +34,11 @@ python3 -m venv "$work/venv"
 
 passed=0
 failed=0
-check() {  # check DESCRIPTION COMMAND...: runs the command in the hidden-toolkit namespace
+check() {  # check DESCRIPTION COMMAND...: runs the command with the venv first on PATH, the toolkit hidden
   local description="$1"
   shift
-  if unshare -m bash -euo pipefail -c '
-       for d in /usr/local/cuda-*; do [[ -d "$d" ]] && mount -t tmpfs tmpfs "$d"; done
-       export PATH="$0/venv/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-       unset LD_LIBRARY_PATH CUDA_HOME CUDA_PATH TSATTN_NVRTC_LIBRARY
-       export TSATTN_CACHE_DIR="$0/user-cache" TSATTN_CACHE_RO_PATH=
-       if command -v nvcc >/dev/null || [[ -e /usr/local/cuda/lib64/libnvrtc.so.13 ]]; then
-         echo "the toolkit is still visible" >&2; exit 1
-       fi
-       "${@}"' "$work" "$@" >"$work/check.log" 2>&1; then
+  if PATH="$work/venv/bin:/usr/sbin:/usr/bin:/sbin:/bin" TSATTN_CACHE_DIR="$work/user-cache" TSATTN_CACHE_RO_PATH= \
+       bash "$repo/tests/packaging/hide_toolkit.sh" "$@" >"$work/check.log" 2>&1; then
     passed=$((passed + 1))
     echo "ok: $description"
   else

@@ -1,8 +1,9 @@
-// nvrtc_library.hpp - NVRTC, opened at run time with dlopen and only when something is compiled.
+// nvrtc_library.hpp - NVRTC, opened at run time with dlopen when the first kernel is looked up
+// (its version is part of the cache key).
 //
 // libtsattn links no NVRTC, so a wheel needs no CUDA toolkit: the compiler comes from the pip
-// package nvidia-cuda-nvrtc (PyTorch's CUDA 13 wheels install it), a toolkit, or the system, and a
-// process that finds every kernel in a cache layer never loads it at all.
+// package nvidia-cuda-nvrtc (PyTorch's CUDA 13 wheels install it), a toolkit, or the system. Where
+// none loads, only compiling fails: a process that finds every kernel in a cache layer runs without.
 #pragma once
 
 #include <nvrtc.h>
