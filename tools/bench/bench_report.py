@@ -162,7 +162,7 @@ def clocks_line(doc: dict) -> str:
 
 
 def ceiling_line(doc: dict) -> str:
-    """The cuBLAS GEMM ceiling measured in the same run (tools/bench/bench.py gemm_ceiling), or ""."""
+    """The cuBLAS GEMM ceiling measured in the same run (tools/bench/gemm_ceiling.py), or ""."""
     parts = []
     for g in doc.get("ceiling") or []:
         if g.get("status") != "ok":

@@ -25,9 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-import bench  # noqa: E402
 import bench_cases as bc  # noqa: E402
+from case_data import input_sets_for, make_case_data, reference  # noqa: E402
+from contenders import checked_call  # noqa: E402
+from gemm_ceiling import gemm_calls  # noqa: E402
 from nvml_sampler import NvmlSampler, flop_per_sm_cycle  # noqa: E402
+from timing import ASSUMED_CLOCK_HZ, BATCH  # noqa: E402
 
 DEFAULT_CASES = "d128-dense-bf16-h32kv8-b1-s8k,d128-causal-bf16-h32kv8-b1-s8k,d256-dense-bf16-h32kv8-b1-s8k"
 
@@ -35,7 +38,7 @@ DEFAULT_CASES = "d128-dense-bf16-h32kv8-b1-s8k,d128-causal-bf16-h32kv8-b1-s8k,d2
 def run_loop(call, n_sets: int, seconds: float, cuda_index: int, gap_ms: float = 0.0) -> dict:
     """Runs call(i) back to back (input sets rotated) for about `seconds`, sampling NVML; returns
     the mean milliseconds per call and the samples' summary. gap_ms > 0 queues a GPU sleep of that
-    length before every bench.BATCH calls, as tools/bench/bench.py times them, and times only the calls."""
+    length before every timing.BATCH calls, as tools/bench/bench.py times them, and times only the calls."""
     for i in range(3):
         call(i % n_sets)
     torch.cuda.synchronize()
@@ -43,14 +46,14 @@ def run_loop(call, n_sets: int, seconds: float, cuda_index: int, gap_ms: float =
     call(0)
     torch.cuda.synchronize()
     calls = max(10, int(seconds / max(time.perf_counter() - t0, 1e-6)))
-    batch = bench.BATCH if gap_ms > 0 else calls
+    batch = BATCH if gap_ms > 0 else calls
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
               for _ in range(0, calls, batch)]
     with NvmlSampler(cuda_index) as sampler:
         time.sleep(0.05)
         for b, (start, end) in enumerate(events):
             if gap_ms > 0:
-                torch.cuda._sleep(int(gap_ms * 1e-3 * bench.ASSUMED_CLOCK_HZ))
+                torch.cuda._sleep(int(gap_ms * 1e-3 * ASSUMED_CLOCK_HZ))
             start.record()
             for i in range(b * batch, min(calls, (b + 1) * batch)):
                 call(i % n_sets)
@@ -95,18 +98,18 @@ def main() -> int:
     rows = []
     if args.gemm:
         n = args.gemm
-        gemm = bench.gemm_calls(device, n)["bf16"]
+        gemm = gemm_calls(device, n)["bf16"]
         rows.append(report(f"cuBLAS bf16 GEMM {n}^3", 2.0 * n**3, run_loop(gemm, 1, args.seconds, index, args.gap_ms), sms))
         del gemm
     cases, _ = bc.catalog_cases(args.cases)
     status = 0
     for case in cases:
-        n_sets = bench.input_sets_for(case)
-        data = bench.make_case_data(case, device, n_sets)
+        n_sets = input_sets_for(case)
+        data = make_case_data(case, device, n_sets)
         q, k, v = data.sets[0]
-        ref = bench.reference(case, q, k, v, data.bounds)
+        ref = reference(case, q, k, v, data.bounds)
         for contender in args.contenders.split(","):
-            call, wrong = bench.checked_call(case, data, ref, contender)
+            call, wrong = checked_call(case, data, ref, contender)
             if call is None:
                 status = 1 if wrong and contender == "tsattn" else status
                 continue

@@ -4,7 +4,7 @@
 For upper bounds that are wrong by design (a variant library that skips work, e.g. never stores
 O), which tools/bench/bench.py reports as WRONG and does not time. Never use it for a figure that
 claims speed: those come from tools/bench/bench.py or tools/bench/power_probe.py, which check first.
-Same inputs and timing as the harness (bench.make_case_data, bench.cuda_timer: batches of calls
+Same inputs and timing as the harness (case_data.make_case_data, timing.cuda_timer: batches of calls
 queued behind a GPU sleep, median); the library is $TSATTN_LIBRARY.
 
 usage: TSATTN_LIBRARY=build-x/libtsattn.so.0.1.0 PYTHONPATH=python python3 tools/bench/time_unchecked.py \\
@@ -20,8 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-import bench  # noqa: E402
 import bench_cases as bc  # noqa: E402
+from case_data import input_sets_for, make_case_data  # noqa: E402
+from contenders import prepared_call  # noqa: E402
+from timing import cuda_timer, time_stats  # noqa: E402
 
 DEFAULT_CASES = "d128-dense-bf16-h32kv8-b1-s1k,d128-dense-bf16-h32kv8-b1-s2k,d128-dense-bf16-h32kv8-b1-s4k,d128-dense-bf16-h32kv8-b1-s8k"
 
@@ -39,13 +41,13 @@ def main() -> int:
         return 2
     device = torch.device("cuda")
     for case in cases:
-        n_sets = bench.input_sets_for(case)
-        data = bench.make_case_data(case, device, n_sets)
-        call = bench.prepared_call(case, data, "tsattn")
+        n_sets = input_sets_for(case)
+        data = make_case_data(case, device, n_sets)
+        call = prepared_call(case, data, "tsattn")
         if isinstance(call, str):
             print(f"{case.name} {args.label}: {call}")
             continue
-        ms = bench.time_stats(bench.cuda_timer(call, n_sets, bc.WARMUP, None, device))["ms"]
+        ms = time_stats(cuda_timer(call, n_sets, bc.WARMUP, None, device))["ms"]
         print(f"{case.name} {args.label} {bc.flops(case) / (ms * 1e-3) / 1e12:7.1f} TFLOP/s ({ms:.4f} ms, unchecked)",
               flush=True)
         del data

@@ -17,8 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import torch  # noqa: E402
 
-import bench  # noqa: E402
 import bench_cases as bc  # noqa: E402
+from case_data import make_case_data, reference  # noqa: E402
+from contenders import checked_call  # noqa: E402
 
 
 def main() -> int:
@@ -34,11 +35,11 @@ def main() -> int:
     cudart = torch.cuda.cudart()
     status = 0
     for case in cases:
-        data = bench.make_case_data(case, device, 2)
+        data = make_case_data(case, device, 2)
         q, k, v = data.sets[0]
-        ref = bench.reference(case, q, k, v, data.bounds)
+        ref = reference(case, q, k, v, data.bounds)
         for contender in args.contenders.split(","):
-            call, wrong = bench.checked_call(case, data, ref, contender)
+            call, wrong = checked_call(case, data, ref, contender)
             if call is None:
                 status = 1 if wrong else status
                 continue

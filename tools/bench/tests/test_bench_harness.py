@@ -1,6 +1,7 @@
-"""tools/bench/bench.py without a GPU: the fp32 reference, the output check, FlexAttention's mask_mods,
-the per-case runner's handling of contenders that are right, wrong, failing or n/a, the command
-line, nvidia-smi parsing and the cold-compile figure (when libtsattn is here)."""
+"""The harness (tools/bench/bench.py and the modules it runs on) without a GPU: the fp32 reference,
+the output check, FlexAttention's mask_mods, the per-case runner's handling of contenders that are
+right, wrong, failing or n/a, the command line, nvidia-smi parsing and the cold-compile figure (when
+libtsattn is here)."""
 
 import json
 import os
@@ -17,6 +18,12 @@ REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "tools" / "bench"))
 import bench  # noqa: E402
 import bench_cases as bc  # noqa: E402
+import case_data  # noqa: E402
+import contenders as ct  # noqa: E402  (as ct: several tests call their list of contender names "contenders")
+import failures  # noqa: E402
+import jit_figures  # noqa: E402
+import run_metadata  # noqa: E402
+import timing  # noqa: E402
 
 SMALL = {
     "t-sq": bc.Shape("t-sq", (64, 64), (64, 64), False),
@@ -44,9 +51,9 @@ def _mask(lo, hi, sk):
 def _sdpa_reference(case, q, k, v, bounds):
     """An independent reference: per request, math SDPA with an explicit boolean mask."""
     outs = []
-    qs = list(bench._request_views(case, q, case.shape.q_lens))
-    ks = list(bench._request_views(case, k, case.shape.kv_lens))
-    vs = list(bench._request_views(case, v, case.shape.kv_lens))
+    qs = list(case_data._request_views(case, q, case.shape.q_lens))
+    ks = list(case_data._request_views(case, k, case.shape.kv_lens))
+    vs = list(case_data._request_views(case, v, case.shape.kv_lens))
     for qb, kb, vb, (lo, hi) in zip(qs, ks, vs, bounds):
         m = _mask(lo, hi, kb.shape[0])
         kk = kb.float().repeat_interleave(case.group, 1).transpose(0, 1)
@@ -60,61 +67,61 @@ def _sdpa_reference(case, q, k, v, bounds):
 @pytest.mark.parametrize("mask", bc.MASKS)
 def test_reference_matches_sdpa_with_explicit_masks(small, shape, mask):
     case = bc.Case(128, mask, "bf16", 4, 2, shape)
-    data = bench.make_case_data(case, "cpu", 1)
-    ref = bench.reference(case, *data.sets[0], data.bounds, budget_bytes=4096)  # many row blocks
+    data = case_data.make_case_data(case, "cpu", 1)
+    ref = case_data.reference(case, *data.sets[0], data.bounds, budget_bytes=4096)  # many row blocks
     assert torch.allclose(ref, _sdpa_reference(case, *data.sets[0], data.bounds), atol=1e-5, rtol=1e-5)
 
 
 def test_reference_rows_without_keys_are_zero(small):
     case = bc.Case(128, "causal", "fp16", 2, 2, "t-sq")
-    data = bench.make_case_data(case, "cpu", 1)
+    data = case_data.make_case_data(case, "cpu", 1)
     lo, hi = data.bounds[0]
     lo, hi = lo.clone(), hi.clone()
     lo[:5], hi[:5] = 10, 9  # empty
-    ref = bench.reference(case, *data.sets[0], [(lo, hi), data.bounds[1]])
+    ref = case_data.reference(case, *data.sets[0], [(lo, hi), data.bounds[1]])
     assert ref[0, :5].abs().max() == 0 and torch.isfinite(ref).all() and ref[0, 5:].abs().max() > 0
 
 
 def test_inputs_are_scaled_random_rotated_sets(small):
     case = bc.Case(256, "vwin", "fp8", 4, 1, "t-packed")
-    data = bench.make_case_data(case, "cpu", 3)
+    data = case_data.make_case_data(case, "cpu", 3)
     q, k, v = data.sets[0]
     assert q.dtype == torch.float8_e4m3fn and q.shape == (65, 4, 256) and k.shape == (82, 1, 256)
     assert 0.09 < q.float().std() < 0.16  # 0.125 * randn for fp8
     assert not torch.equal(data.sets[0][0].float(), data.sets[1][0].float())
     assert data.qo_cpu.tolist() == [0, 9, 9, 49, 65] and data.kv_cpu.tolist() == [0, 9, 9, 49, 82]
     assert data.starts.dtype == torch.int32 and data.starts.shape == (65,)
-    again = bench.make_case_data(case, "cpu", 1)
+    again = case_data.make_case_data(case, "cpu", 1)
     assert torch.equal(again.sets[0][0].float(), q.float())  # reproducible across processes (crc32 seed)
-    bf = bench.make_case_data(bc.Case(128, "dense", "bf16", 2, 2, "t-sq"), "cpu", 1).sets[0][0].float()
+    bf = case_data.make_case_data(bc.Case(128, "dense", "bf16", 2, 2, "t-sq"), "cpu", 1).sets[0][0].float()
     assert 0.17 < bf.std() < 0.23
     for c in bc.default_cases():  # rotated sets together exceed twice the L2
-        assert bench.input_sets_for(c) * bc.input_bytes(c) > 2 * bench.L2_BYTES
-    assert bench.input_sets_for(bc.parse_name("d256-dense-bf16-h32kv32-b1-s16k")) == 2
+        assert case_data.input_sets_for(c) * bc.input_bytes(c) > 2 * case_data.L2_BYTES
+    assert case_data.input_sets_for(bc.parse_name("d256-dense-bf16-h32kv32-b1-s16k")) == 2
 
 
 def test_compare_uses_spec_tolerances():
     ref = torch.full((4, 64), 0.5)
-    assert bench.compare(ref.to(torch.bfloat16), ref, "bf16")["ok"]
+    assert case_data.compare(ref.to(torch.bfloat16), ref, "bf16")["ok"]
     off = ref.clone()
     off[0, 0] = 0.6  # one element outside rtol/atol: a wrong answer
-    res = bench.compare(off, ref, "bf16")
+    res = case_data.compare(off, ref, "bf16")
     assert not res["ok"] and res["mismatches"] == 1 and "outside" in res["reason"]
     nan = ref.clone()
     nan[1, 1] = float("nan")
-    res = bench.compare(nan, ref, "fp8")
+    res = case_data.compare(nan, ref, "fp8")
     assert not res["ok"] and res["nonfinite"] == 1
-    assert not bench.compare(torch.zeros(4, 64), ref, "fp8")["ok"]
-    assert not bench.compare(torch.zeros(4, 65), ref, "bf16")["ok"]
-    assert bench.compare(ref + 0.04, ref, "fp8")["ok"] and not bench.compare(ref + 0.04, ref, "fp16")["ok"]
+    assert not case_data.compare(torch.zeros(4, 64), ref, "fp8")["ok"]
+    assert not case_data.compare(torch.zeros(4, 65), ref, "bf16")["ok"]
+    assert case_data.compare(ref + 0.04, ref, "fp8")["ok"] and not case_data.compare(ref + 0.04, ref, "fp16")["ok"]
 
 
 @pytest.mark.parametrize("shape", list(SMALL))
 @pytest.mark.parametrize("mask", bc.MASKS)
 def test_flex_mask_mods_match_the_row_bounds(small, shape, mask):
     case = bc.Case(128, mask, "bf16", 4, 4, shape)
-    data = bench.make_case_data(case, "cpu", 1)
-    mod, batch = bench.flex_mask_mod(data)
+    data = case_data.make_case_data(case, "cpu", 1)
+    mod, batch = ct.flex_mask_mod(data)
     s = case.shape
     if mod is None:
         assert mask == "dense" and not s.packed
@@ -136,15 +143,15 @@ def test_flex_mask_mods_match_the_row_bounds(small, shape, mask):
 
 def _fake_tsattn(data):
     def call(i):
-        return bench.reference(data.case, *data.sets[i], data.bounds).to(torch.bfloat16)
-    return [bench.Prepared(call, "fake tsattn (the reference)")]
+        return case_data.reference(data.case, *data.sets[i], data.bounds).to(torch.bfloat16)
+    return [ct.Prepared(call, "fake tsattn (the reference)")]
 
 
 def _cpu_preparers(**over):
     prep = {"tsattn": _fake_tsattn,
-            "cudnn": lambda d: "n/a: packed" if d.case.shape.packed else bench._sdpa_prepare(d, "MATH", "math"),
+            "cudnn": lambda d: "n/a: packed" if d.case.shape.packed else ct._sdpa_prepare(d, "MATH", "math"),
             "fa2": lambda d: "n/a: FA2 needs CUDA",
-            "flex": lambda d: bench._flex_prepare(d, compiled=False)}
+            "flex": lambda d: ct._flex_prepare(d, compiled=False)}
     prep.update(over)
     return prep
 
@@ -180,22 +187,22 @@ def test_prepared_and_checked_calls_for_tools_outside_the_harness(small, monkeyp
     """power_probe.py and profile_compare.py time checked calls; time_unchecked.py the same calls
     without the check (bounds that are wrong by design)."""
     case = bc.Case(128, "causal", "bf16", 4, 2, "t-sq")
-    data = bench.make_case_data(case, "cpu", 2)
-    ref = bench.reference(case, *data.sets[0], data.bounds)
+    data = case_data.make_case_data(case, "cpu", 2)
+    ref = case_data.reference(case, *data.sets[0], data.bounds)
 
     def zeros(d):
-        return [bench.Prepared(lambda i: torch.zeros_like(d.sets[i][0]), "zeros")]
+        return [ct.Prepared(lambda i: torch.zeros_like(d.sets[i][0]), "zeros")]
 
-    monkeypatch.setattr(bench, "PREPARERS", _cpu_preparers(cudnn=zeros))
-    right = bench.prepared_call(case, data, "tsattn")
-    assert torch.equal(right(1), bench.reference(case, *data.sets[1], data.bounds).to(torch.bfloat16))
-    assert bench.prepared_call(case, data, "fa2") == "n/a: FA2 needs CUDA"
-    assert bench.prepared_call(case, data, "cudnn")(0).abs().max() == 0  # unchecked: zeros come back
+    monkeypatch.setattr(ct, "PREPARERS", _cpu_preparers(cudnn=zeros))
+    right = ct.prepared_call(case, data, "tsattn")
+    assert torch.equal(right(1), case_data.reference(case, *data.sets[1], data.bounds).to(torch.bfloat16))
+    assert ct.prepared_call(case, data, "fa2") == "n/a: FA2 needs CUDA"
+    assert ct.prepared_call(case, data, "cudnn")(0).abs().max() == 0  # unchecked: zeros come back
 
-    call, wrong = bench.checked_call(case, data, ref, "tsattn")
+    call, wrong = ct.checked_call(case, data, ref, "tsattn")
     assert call is not None and not wrong
-    assert bench.checked_call(case, data, ref, "cudnn") == (None, True)
-    assert bench.checked_call(case, data, ref, "fa2") == (None, False)
+    assert ct.checked_call(case, data, ref, "cudnn") == (None, True)
+    assert ct.checked_call(case, data, ref, "fa2") == (None, False)
     printed = capsys.readouterr().out
     assert "cudnn: WRONG" in printed and "fa2: n/a: FA2 needs CUDA" in printed
 
@@ -205,12 +212,12 @@ def test_run_case_reports_wrong_failing_and_unexpressible_contenders(small):
     calls = []
 
     def wrong(d):
-        return [bench.Prepared(lambda i: torch.zeros_like(d.sets[i][0]), "zeros")]
+        return [ct.Prepared(lambda i: torch.zeros_like(d.sets[i][0]), "zeros")]
 
     def broken(d):
         def call(i):
             raise RuntimeError("kernel exploded")
-        return [bench.Prepared(call, "broken")]
+        return [ct.Prepared(call, "broken")]
 
     def refused_then_ok(d):
         def refuse(i):
@@ -218,9 +225,9 @@ def test_run_case_reports_wrong_failing_and_unexpressible_contenders(small):
 
         def ok(i):
             calls.append(i)
-            return bench.reference(d.case, *d.sets[i], d.bounds)
-        return [bench.Prepared(refuse, "first path", na_if_error=("No available kernel",), na_prefix="refused"),
-                bench.Prepared(ok, "second path")]
+            return case_data.reference(d.case, *d.sets[i], d.bounds)
+        return [ct.Prepared(refuse, "first path", na_if_error=("No available kernel",), na_prefix="refused"),
+                ct.Prepared(ok, "second path")]
 
     def setup_fails(d):
         raise ValueError("cannot set up")
@@ -241,21 +248,21 @@ def test_run_case_reports_wrong_failing_and_unexpressible_contenders(small):
 
 
 def test_subprocess_scripts_compile():
-    compile(bench.FIRST_CALL_SCRIPT, "first_call", "exec")
-    compile(bench.CUDNN_VARLEN_PROBE, "cudnn_varlen_probe", "exec")
+    compile(jit_figures.FIRST_CALL_SCRIPT, "first_call", "exec")
+    compile(ct.CUDNN_VARLEN_PROBE, "cudnn_varlen_probe", "exec")
 
 
 def test_time_stats():
-    s = bench.time_stats([5.0, 1.0, 2.0, 3.0, 4.0])
+    s = timing.time_stats([5.0, 1.0, 2.0, 3.0, 4.0])
     assert s["ms"] == 3.0 and s["ms_min"] == 1.0 and s["reps"] == 5 and s["ms_mean"] == 3.0
     assert s["ms_p10"] == 1.0 and s["ms_p90"] == 5.0
 
 
 def test_parse_smi():
-    rows = bench.parse_smi(bench.SMI_FULL, "0, NVIDIA H200, 580.95.05, 1980, 3201, 1980, 3201, 41, 118.52\n")
+    rows = run_metadata.parse_smi(run_metadata.SMI_FULL, "0, NVIDIA H200, 580.95.05, 1980, 3201, 1980, 3201, 41, 118.52\n")
     assert rows[0]["clocks.sm"] == 1980 and rows[0]["name"] == "NVIDIA H200" and rows[0]["power.draw"] == 118.52
     assert rows[0]["driver_version"] == "580.95.05"
-    assert bench.parse_smi(bench.SMI_BASIC, "1755, 3201\n1980, 3201\n")[1]["clocks.sm"] == 1980
+    assert run_metadata.parse_smi(run_metadata.SMI_BASIC, "1755, 3201\n1980, 3201\n")[1]["clocks.sm"] == 1980
 
 
 def _run_bench(*args, timeout=120):
@@ -317,7 +324,7 @@ def test_without_a_gpu_the_run_exits_2_and_writes_nothing(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the failure path of the subprocess figure")
 def test_first_call_subprocess_failure_is_a_result(tmp_path):
-    res = bench._run_first_call(str(tmp_path), disable_jit=True, timeout=120)
+    res = jit_figures._run_first_call(str(tmp_path), disable_jit=True, timeout=120)
     assert res["status"].startswith("error: rc=")
 
 
@@ -327,7 +334,7 @@ def test_cold_compile_figure():
         tsattn.library_version()
     except RuntimeError as e:
         pytest.skip(f"skipped: libtsattn not found ({e})")
-    rows = bench.jit_cold_compile(bench.JIT_SPECS[:1], families=("nosuch", "sm80"), arch="sm_90a")
+    rows = jit_figures.jit_cold_compile(jit_figures.JIT_SPECS[:1], families=("nosuch", "sm80"), arch="sm_90a")
     assert rows[0]["status"].startswith("n/a") and len(rows) == 2
     assert rows[1]["status"] == "ok", rows[1]
     assert rows[1]["result"] == {"compiled": 1, "cached": 0, "failed": 0} and rows[1]["seconds"] > 0
@@ -388,8 +395,8 @@ def test_run_cases_survives_harness_errors_and_stops_on_a_lost_context(small, tm
         if case.mask == "causal":
             raise KeyError("harness bug")
         if case.mask == "win1k":
-            raise bench.ContextLost("illegal memory access")
-        return _cpu_runner(_cpu_preparers(tsattn=lambda d: [bench.Prepared(
+            raise failures.ContextLost("illegal memory access")
+        return _cpu_runner(_cpu_preparers(tsattn=lambda d: [ct.Prepared(
             lambda i: torch.zeros_like(d.sets[i][0]), "wrong")]))(case, *a, **kw)
     doc = _doc(cases, contenders)
     t0 = bench.time.perf_counter()
