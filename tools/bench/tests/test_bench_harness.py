@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -24,23 +23,6 @@ import failures  # noqa: E402
 import jit_figures  # noqa: E402
 import run_metadata  # noqa: E402
 import timing  # noqa: E402
-
-SMALL = {
-    "t-sq": bc.Shape("t-sq", (64, 64), (64, 64), False),
-    "t-chunk": bc.Shape("t-chunk", (24,), (80,), False),
-    "t-packed": bc.Shape("t-packed", (9, 0, 40, 16), (9, 0, 40, 33), True),
-}
-
-
-@pytest.fixture
-def small(monkeypatch):
-    for name, shape in SMALL.items():
-        monkeypatch.setitem(bc.SHAPES, name, shape)
-    monkeypatch.setitem(bc.WINDOWS, "win1k", 6)
-    monkeypatch.setitem(bc.WINDOWS, "win4k", 19)
-    monkeypatch.setattr(bc, "VWIN_MIN", 2)
-    monkeypatch.setattr(bc, "VWIN_MAX", 25)
-    warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
 
 
 def _mask(lo, hi, sk):
@@ -63,10 +45,9 @@ def _sdpa_reference(case, q, k, v, bounds):
     return torch.cat(outs) if case.shape.packed else torch.stack(outs)
 
 
-@pytest.mark.parametrize("shape", list(SMALL))
 @pytest.mark.parametrize("mask", bc.MASKS)
-def test_reference_matches_sdpa_with_explicit_masks(small, shape, mask):
-    case = bc.Case(128, mask, "bf16", 4, 2, shape)
+def test_reference_matches_sdpa_with_explicit_masks(small_shape, mask):
+    case = bc.Case(128, mask, "bf16", 4, 2, small_shape)
     data = case_data.make_case_data(case, "cpu", 1)
     ref = case_data.reference(case, *data.sets[0], data.bounds, budget_bytes=4096)  # many row blocks
     assert torch.allclose(ref, _sdpa_reference(case, *data.sets[0], data.bounds), atol=1e-5, rtol=1e-5)
@@ -116,10 +97,9 @@ def test_compare_uses_spec_tolerances():
     assert case_data.compare(ref + 0.04, ref, "fp8")["ok"] and not case_data.compare(ref + 0.04, ref, "fp16")["ok"]
 
 
-@pytest.mark.parametrize("shape", list(SMALL))
 @pytest.mark.parametrize("mask", bc.MASKS)
-def test_flex_mask_mods_match_the_row_bounds(small, shape, mask):
-    case = bc.Case(128, mask, "bf16", 4, 4, shape)
+def test_flex_mask_mods_match_the_row_bounds(small_shape, mask):
+    case = bc.Case(128, mask, "bf16", 4, 4, small_shape)
     data = case_data.make_case_data(case, "cpu", 1)
     mod, batch = ct.flex_mask_mod(data)
     s = case.shape
@@ -156,20 +136,19 @@ def _cpu_preparers(**over):
     return prep
 
 
-@pytest.mark.parametrize("shape", list(SMALL))
 @pytest.mark.parametrize("mask", bc.MASKS)
-def test_run_case_checks_and_times_real_baselines_on_cpu(small, shape, mask):
+def test_run_case_checks_and_times_real_baselines_on_cpu(small_shape, mask):
     """SDPA (math backend standing in for cuDNN: same call path, K/V expansion, explicit
     bottom-right mask) and eager FlexAttention (the same mask_mods and layouts as the compiled
     one) pass the check against the reference on every mask and layout."""
-    case = bc.Case(128, mask, "bf16", 4, 2, shape)
+    case = bc.Case(128, mask, "bf16", 4, 2, small_shape)
     row = bench.run_case(case, bc.CONTENDERS, "cpu", preparers=_cpu_preparers(), n_sets=2, fixed_reps=2, warmup=1)
     c = row["contenders"]
     assert c["tsattn"]["status"] == "ok" and c["flex"]["status"] == "ok", row
     assert c["flex"]["check"]["mismatches"] == 0
     if bc.static_na("cudnn", case) is None and not case.shape.packed:
         assert c["cudnn"]["status"] == "ok", c["cudnn"]
-        if shape == "t-chunk" and mask == "causal":
+        if small_shape == "t-chunk" and mask == "causal":
             assert "explicit bottom-right" in c["cudnn"]["via"]
         assert c["cudnn"]["notes"] == ["K/V expanded 2->4 heads before timing"]
     else:
