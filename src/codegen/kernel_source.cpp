@@ -9,25 +9,6 @@ namespace tsattn {
 
 namespace {
 
-// Codes shared with templates/ (see the TSATTN_* macros documented in the family kernels).
-int dtype_code(tsattn_dtype dtype) {
-  switch (dtype) {
-    case TSATTN_DTYPE_FLOAT16: return 0;
-    case TSATTN_DTYPE_BFLOAT16: return 1;
-    default: return 2;  // float8_e4m3fn; is_supported() admits nothing else
-  }
-}
-
-int mask_code(MaskVariant mask) {
-  switch (mask) {
-    case MaskVariant::dense: return 0;
-    case MaskVariant::causal:
-    case MaskVariant::causal_window: return 1;
-    case MaskVariant::variable_window: return 2;
-  }
-  return 0;
-}
-
 const char* family_entry_header(KernelFamily family) {
   switch (family) {
     case KernelFamily::sm80: return "sm80/prefill_sm80.cuh";
@@ -58,20 +39,13 @@ GeneratedSource generate_source(const KernelSpec& spec) {
       "#define TSATTN_BLOCK_M {block_m}\n"
       "#define TSATTN_BLOCK_N {block_n}\n"
       "#define TSATTN_NUM_WARPS {num_warps}\n"
-      "{staged}"
       "#include \"{entry}\"\n{planner}{transpose}",
       fmt::arg("name", out.name), fmt::arg("symbol", out.symbol), fmt::arg("head_dim", spec.head_dim),
-      fmt::arg("input", dtype_code(spec.input_dtype)), fmt::arg("output", dtype_code(spec.output_dtype)),
-      fmt::arg("mask", mask_code(spec.mask)), fmt::arg("window", spec.mask == MaskVariant::causal_window ? 1 : 0),
+      fmt::arg("input", kernel_dtype_code(spec.input_dtype)),
+      fmt::arg("output", kernel_dtype_code(spec.output_dtype)), fmt::arg("mask", kernel_mask_code(spec.mask)), fmt::arg("window", spec.mask == MaskVariant::causal_window ? 1 : 0),
       fmt::arg("packed", spec.layout == Layout::packed ? 1 : 0), fmt::arg("block_m", tile.block_m),
       fmt::arg("block_n", tile.block_n), fmt::arg("num_warps", tile.num_warps),
       fmt::arg("entry", family_entry_header(spec.family)),
-      // sm90a: O through shared memory (then TMA stores or 16-byte row chunks), or element pairs from
-      // registers.
-      fmt::arg("staged", spec.family == KernelFamily::sm90a
-                             ? fmt::format("#define TSATTN_STAGED_OUTPUT {}\n#define TSATTN_TMA_OUTPUT {}\n",
-                                           stages_output(spec) ? 1 : 0, stores_output_by_tma(spec) ? 1 : 0)
-                             : std::string()),
       // Packed layouts can plan on the device (indptrs on the GPU, graph capture).
       fmt::arg("planner", spec.layout == Layout::packed ? "#include \"plan/device_plan.cuh\"\n" : ""),
       fmt::arg("transpose", transposes_v(spec) ? "#include \"sm90a/transpose_v.cuh\"\n" : ""));

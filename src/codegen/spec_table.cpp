@@ -4,6 +4,8 @@
 #include <array>
 #include <optional>
 
+#include "sm90a/kernel_traits.h"
+
 namespace tsattn {
 
 namespace {
@@ -29,65 +31,57 @@ constexpr std::array<FamilyAxes, 2> kFamilies{{
     {KernelFamily::sm90a, kSm90aArchs, kHeadDims, kAllDtypes, kAllDtypes, kAllMasks, kAllLayouts},
 }};
 
-// The first row that matches a spec gives its tile, so specific rows come before general ones.
-struct TileRow {
-  KernelFamily family;
-  int head_dim;
-  std::optional<Arch> arch;          // nullopt: every arch
-  std::optional<MaskVariant> mask;   // nullopt: every mask
-  std::optional<tsattn_dtype> input;  // nullopt: every input dtype
-  TileConfig tile;
-};
-
-// sm80 tiles (registers and spills measured with ptxas for sm_80 and sm_90a;
-// templates/sm80/config.cuh has the shared-memory layout). 8 warps of 16 query rows each.
+// sm80 tiles, by head dim and arch; the first row that matches a spec gives its tile (registers
+// and spills measured with ptxas for sm_80 and sm_90a; templates/sm80/config.cuh has the
+// shared-memory layout). 8 warps of 16 query rows each.
 // D128: 128 x 64 (100 KB of shared memory) fits every GPU from sm_80 on; 4 warps of 32 rows
 // spill ~56 bytes. Hopper has 227 KB, so there 128 x 128 (160 KB, <= 236 registers) halves the
 // key-loop barriers. D256: 128 x 32 (132 KB) fits A100 and Hopper; on Hopper 128 x 64 (198 KB,
 // <= 252 registers, no spills) halves the key steps.
-//
-// sm90a tiles (templates/sm90a/prefill_sm90a.cuh): 12 warps = one producer warpgroup (TMA into
-// 2-stage K/V rings) and two consumer warpgroups of 64 query rows each (m64 wgmmas), so BLOCK_M is
-// 128. BLOCK_N is the N of the QK^T wgmma and the K of the PV wgmma. D128 takes 128 keys per step:
-// S is 64 fp32 registers per consumer thread next to O's 64. D256 takes 64 keys, 80 for dense and
-// causal masks: O alone is 128 registers per thread, and Q (64 KB) plus two stages of K and V
-// (2 x 2 x 40 KB at 80 keys) take 224 of the 227 KB; 128 keys would need 320 KB. 80 measured
-// +5-13% over 64 for dense and causal (docs/PERF.md, sm90a v5); windows keep 64 (not measured at
-// 80; at D128 longer steps lost 7% on a 1K window: more of each band-edge tile is masked).
-// Dense D128 takes 160 keys per step (FA3 takes 176 there): a dense tile has no diagonal, so
-// longer steps only amortize the per-step softmax and barrier work; with 240 consumer registers
-// S (80) + P (40) + O (64) fit, 176 spilled.
-// e4m3 D128 takes 192 keys per step: the GEMMs take half the tensor time of 16-bit ones while the
-// softmax does the same exp work per key, so the per-step overhead (barriers, O rescale, row
-// maxima) is spread over more keys (variable windows, whose producer needs 40 registers, spilled
-// at 192 and keep 128). Dense takes 256 since v15's serial two-level loop fits it: e4m3 D128 dense
-// S8K +3.4%, S2K +5.3% on the H200 (docs/PERF.md, sm90a v15). D256 takes 128 (S 64 + P 16 + O 128
-// registers), variable windows 64 (their row ranges beside the two-level PV chunks spilled 24
-// bytes at 128).
-// V^T is loaded in 128-key slabs (the swizzle span), the last one whole.
-constexpr auto kAnyMask = std::nullopt;
-constexpr auto kAnyInput = std::nullopt;
-constexpr std::array<TileRow, 14> kTiles{{
-    {KernelFamily::sm80, 128, Arch::sm_90a, kAnyMask, kAnyInput, {128, 128, 8}},
-    {KernelFamily::sm80, 128, std::nullopt, kAnyMask, kAnyInput, {128, 64, 8}},
-    {KernelFamily::sm80, 256, Arch::sm_90a, kAnyMask, kAnyInput, {128, 64, 8}},
-    {KernelFamily::sm80, 256, std::nullopt, kAnyMask, kAnyInput, {128, 32, 8}},
-    {KernelFamily::sm90a, 128, std::nullopt, MaskVariant::variable_window, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 128, 12}},
-    {KernelFamily::sm90a, 128, std::nullopt, MaskVariant::dense, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 256, 12}},
-    {KernelFamily::sm90a, 128, std::nullopt, kAnyMask, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 192, 12}},
-    {KernelFamily::sm90a, 256, std::nullopt, MaskVariant::variable_window, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 64, 12}},
-    {KernelFamily::sm90a, 256, std::nullopt, kAnyMask, TSATTN_DTYPE_FLOAT8_E4M3FN, {128, 128, 12}},
-    {KernelFamily::sm90a, 128, std::nullopt, MaskVariant::dense, kAnyInput, {128, 160, 12}},
-    {KernelFamily::sm90a, 128, std::nullopt, kAnyMask, kAnyInput, {128, 128, 12}},
-    {KernelFamily::sm90a, 256, std::nullopt, MaskVariant::dense, kAnyInput, {128, 80, 12}},
-    {KernelFamily::sm90a, 256, std::nullopt, MaskVariant::causal, kAnyInput, {128, 80, 12}},
-    {KernelFamily::sm90a, 256, std::nullopt, kAnyMask, kAnyInput, {128, 64, 12}},
+struct Sm80TileRow {
+  int head_dim;
+  std::optional<Arch> arch;  // nullopt: every arch
+  TileConfig tile;
+};
+
+constexpr std::array<Sm80TileRow, 4> kSm80Tiles{{
+    {128, Arch::sm_90a, {128, 128, 8}},
+    {128, std::nullopt, {128, 64, 8}},
+    {256, Arch::sm_90a, {128, 64, 8}},
+    {256, std::nullopt, {128, 32, 8}},
 }};
 
 // mma.sync tiles are 16 rows by 8 columns: every warp owns whole 16-row slices, and keys and
 // head dims come in k-steps of 16.
-constexpr bool sm80_tile_ok(const TileRow& row) {
+constexpr bool sm80_tile_ok(const Sm80TileRow& row) {
   return row.tile.block_m % (16 * row.tile.num_warps) == 0 && row.tile.block_n % 16 == 0 && row.head_dim % 16 == 0;
+}
+
+constexpr bool sm80_tiles_are_consistent() {
+  for (const FamilyAxes& axes : kFamilies) {
+    if (axes.family != KernelFamily::sm80) continue;
+    // Every (head dim, arch) of the family finds a row, and every row splits into whole fragments.
+    for (int head_dim : axes.head_dims)
+      for (Arch arch : axes.archs) {
+        bool found = false;
+        for (const Sm80TileRow& row : kSm80Tiles)
+          found = found || (row.head_dim == head_dim && (!row.arch || *row.arch == arch));
+        if (!found) return false;
+      }
+  }
+  for (const Sm80TileRow& row : kSm80Tiles)
+    if (!sm80_tile_ok(row)) return false;
+  return true;
+}
+static_assert(sm80_tiles_are_consistent(), "every sm80 spec has a tile of whole mma.sync fragments");
+
+constexpr tsattn_dev::sm90a::SpecAxes sm90a_axes(const KernelSpec& spec) {
+  return {spec.head_dim,
+          kernel_dtype_code(spec.input_dtype),
+          kernel_dtype_code(spec.output_dtype),
+          kernel_mask_code(spec.mask),
+          spec.mask == MaskVariant::causal_window,
+          spec.layout == Layout::packed};
 }
 
 // wgmma: each consumer warpgroup (4 warps) issues m64 instructions, and the kernel has exactly one
@@ -95,36 +89,29 @@ constexpr bool sm80_tile_ok(const TileRow& row) {
 // rows and 12 warps. BLOCK_N is wgmma's N for QK^T (a multiple of 8, at most 256) and its K for
 // PV (k-steps of 16 for 16-bit inputs); TMA boxes have at most 256 rows too. The head dim is
 // loaded as 64-element boxes (128 bytes: the 128-byte swizzle span), so it is a multiple of 64.
-// e4m3 rows hold 128 elements, and V^T keys are permuted in groups of 32.
-constexpr bool sm90a_tile_ok(const TileRow& row) {
-  const bool e4m3 = row.input == TSATTN_DTYPE_FLOAT8_E4M3FN;
-  return row.tile.block_m == 128 && row.tile.num_warps == 12 && row.tile.block_n % (e4m3 ? 32 : 16) == 0 &&
-         row.tile.block_n <= 256 && row.head_dim % (e4m3 ? 128 : 64) == 0;
+// e4m3 rows hold 128 elements, and V^T keys are permuted in groups of 32. Every setting fits the
+// 227 KB of shared memory a Hopper CTA may use.
+constexpr bool sm90a_traits_ok(const KernelSpec& spec) {
+  const tsattn_dev::sm90a::Traits t = tsattn_dev::sm90a::traits_for(sm90a_axes(spec));
+  const bool e4m3 = spec.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN;
+  return t.block_m == 128 && t.num_warps == 12 && t.block_n % (e4m3 ? 32 : 16) == 0 && t.block_n <= 256 &&
+         spec.head_dim % (e4m3 ? 128 : 64) == 0 && t.smem.bytes <= 232448;
 }
 
-constexpr bool tiles_are_consistent() {
-  for (const TileRow& row : kTiles) {
-    const bool ok = row.family == KernelFamily::sm80 ? sm80_tile_ok(row) : sm90a_tile_ok(row);
-    if (!ok) return false;
+constexpr bool sm90a_traits_are_consistent() {
+  for (const FamilyAxes& axes : kFamilies) {
+    if (axes.family != KernelFamily::sm90a) continue;
+    for (int head_dim : axes.head_dims)
+      for (tsattn_dtype input : axes.input_dtypes)
+        for (tsattn_dtype output : axes.output_dtypes)
+          for (MaskVariant mask : axes.masks)
+            for (Layout layout : axes.layouts)
+              if (!sm90a_traits_ok({KernelFamily::sm90a, Arch::sm_90a, mask, head_dim, input, output, layout}))
+                return false;
   }
   return true;
 }
-static_assert(tiles_are_consistent(), "every tile must split into whole mma.sync (sm80) or wgmma (sm90a) fragments");
-
-// Every spec the table admits has a tile: each (family, head dim, arch) finds a row for every mask.
-constexpr bool every_spec_has_a_tile() {
-  for (const FamilyAxes& axes : kFamilies)
-    for (int head_dim : axes.head_dims)
-      for (Arch arch : axes.archs) {
-        bool found = false;
-        for (const TileRow& row : kTiles)
-          found = found || (row.family == axes.family && row.head_dim == head_dim && (!row.arch || *row.arch == arch) &&
-                            !row.mask && !row.input);
-        if (!found) return false;
-      }
-  return true;
-}
-static_assert(every_spec_has_a_tile(), "a family lists a head dim or arch without a tile row");
+static_assert(sm90a_traits_are_consistent(), "every sm90a spec has a tile of whole wgmma fragments that fits");
 
 template <class T>
 bool contains(std::span<const T> values, const T& value) {
@@ -162,26 +149,38 @@ std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch) {
 }
 
 TileConfig tile_config(const KernelSpec& spec) {
-  for (const TileRow& row : kTiles)
-    if (row.family == spec.family && row.head_dim == spec.head_dim && (!row.arch || *row.arch == spec.arch) &&
-        (!row.mask || *row.mask == spec.mask) && (!row.input || *row.input == spec.input_dtype))
-      return row.tile;
+  if (spec.family == KernelFamily::sm90a) {
+    const tsattn_dev::sm90a::Traits t = tsattn_dev::sm90a::traits_for(sm90a_axes(spec));
+    return {t.block_m, t.block_n, t.num_warps};
+  }
+  for (const Sm80TileRow& row : kSm80Tiles)
+    if (row.head_dim == spec.head_dim && (!row.arch || *row.arch == spec.arch)) return row.tile;
   return {0, 0, 0};
 }
 
-bool stages_output(const KernelSpec& spec) {
-  const bool output_16bit = spec.output_dtype != TSATTN_DTYPE_FLOAT8_E4M3FN;
-  return spec.family == KernelFamily::sm90a && spec.head_dim == 128 && output_16bit;
+KernelTraits kernel_traits(const KernelSpec& spec) {
+  KernelTraits traits;
+  traits.tile = tile_config(spec);
+  traits.output_store_bytes = spec.output_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN ? 2 : 4;  // an element pair
+  if (spec.family != KernelFamily::sm90a) return traits;
+  const tsattn_dev::sm90a::Traits t = tsattn_dev::sm90a::traits_for(sm90a_axes(spec));
+  traits.staged_output = t.staged_output;
+  traits.tma_output = t.tma_output;
+  traits.output_store_bytes = t.output_store_bytes;
+  traits.chunked_order = t.chunked_order;
+  traits.dynamic_order = t.dynamic_order;
+  traits.split_partial_bytes = t.split_partial_bytes;
+  traits.pairs = t.pairable;
+  traits.pairs_along_tiles = t.tile_pairable;
+  traits.dynamic_smem_bytes = static_cast<int>(t.smem.bytes);
+  return traits;
 }
 
-bool stores_output_by_tma(const KernelSpec& spec) {
-  return stages_output(spec) && spec.input_dtype != TSATTN_DTYPE_FLOAT8_E4M3FN && spec.mask != MaskVariant::dense;
-}
+bool stages_output(const KernelSpec& spec) { return kernel_traits(spec).staged_output; }
 
-int output_store_bytes(const KernelSpec& spec) {
-  if (stages_output(spec)) return 16;
-  return spec.output_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN ? 2 : 4;
-}
+bool stores_output_by_tma(const KernelSpec& spec) { return kernel_traits(spec).tma_output; }
+
+int output_store_bytes(const KernelSpec& spec) { return kernel_traits(spec).output_store_bytes; }
 
 bool transposes_v(const KernelSpec& spec) {
   return spec.family == KernelFamily::sm90a && spec.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN;

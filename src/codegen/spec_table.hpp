@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codegen/kernel_spec.hpp"
+#include "kernel_codes.h"
 
 namespace tsattn {
 
@@ -28,6 +29,25 @@ struct FamilyAxes {
   std::span<const Layout> layouts;
 };
 
+// The codes a generated source gives a spec's dtypes and mask (templates/kernel_codes.h).
+constexpr int kernel_dtype_code(tsattn_dtype dtype) {
+  switch (dtype) {
+    case TSATTN_DTYPE_FLOAT16: return tsattn_dev::kFloat16;
+    case TSATTN_DTYPE_BFLOAT16: return tsattn_dev::kBfloat16;
+    default: return tsattn_dev::kE4m3;  // float8_e4m3fn; is_supported() admits nothing else
+  }
+}
+
+constexpr int kernel_mask_code(MaskVariant mask) {
+  switch (mask) {
+    case MaskVariant::dense: return tsattn_dev::kMaskDense;
+    case MaskVariant::causal:
+    case MaskVariant::causal_window: return tsattn_dev::kMaskCausal;
+    case MaskVariant::variable_window: return tsattn_dev::kMaskVariableWindow;
+  }
+  return tsattn_dev::kMaskDense;
+}
+
 // The families this build can generate, with their axes.
 std::span<const FamilyAxes> kernel_families();
 
@@ -40,21 +60,27 @@ std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch);
 // The tile of a supported spec.
 TileConfig tile_config(const KernelSpec& spec);
 
-// How the kernel writes out. sm90a D128 kernels with 16-bit outputs stage each consumer warp's
-// 16 x 128 block of O in shared memory (stmatrix) and store it as 16-byte row chunks: fewer, wider
-// global stores at each item's end (docs/PERF.md, sm90a v13). Every other kernel stores element
-// pairs from registers (D256 has no shared memory left for the staging; e4m3 outputs are 8-bit).
+// What the host must know of a kernel beyond its tile, decided where the kernel's own settings are
+// (sm90a: traits_for() in templates/sm90a/kernel_traits.h, which the kernel itself calls). A
+// loaded module confirms these through its globals (jit/driver/module_table.cpp).
+struct KernelTraits {
+  TileConfig tile{};
+  bool staged_output = false;  // O through shared memory (sm90a D128 with a 16-bit output)
+  bool tma_output = false;     // ... then TMA stores (maps.o, prefill_params.h)
+  int output_store_bytes = 4;  // one store of out: out's address and strides are multiples of it
+  bool chunked_order = true;   // the kernel decodes the list in chunks of params.tiles_per_chunk
+  bool dynamic_order = false;  // the kernel claims slots from params.work_counter when it is set
+  int split_partial_bytes = 0;  // one part's buffer in params.split_partials; 0: no split tail
+  bool pairs = false;           // the module has <symbol>_pairs, for clusters of 2 CTAs
+  bool pairs_along_tiles = false;  // ... which also pairs along query tiles (params.pair_tiles)
+  int dynamic_smem_bytes = 0;   // 0: the module says (sm80 computes its layout in the kernel)
+};
+
+KernelTraits kernel_traits(const KernelSpec& spec);
+
+// Shorthands of kernel_traits(spec) for the TMA maps (plan/tensor_maps.hpp).
 bool stages_output(const KernelSpec& spec);
-
-// Whether a staging kernel hands each warp's block of O to TMA stores (maps.o, prefill_params.h)
-// instead of storing the chunks itself: 16-bit inputs, masks other than dense (docs/PERF.md, sm90a
-// v18). Dense 16-bit kernels stage O in their Q buffer, which the stores would hold from the
-// producer (measured slower); e4m3-input kernels keep their own stores (any change around their
-// loop moves its ptxas schedule, v14).
 bool stores_output_by_tma(const KernelSpec& spec);
-
-// Bytes one store of out writes (16 when staged, else two output elements): out's address and
-// strides must be multiples of it (plan/tensor_maps.cpp).
 int output_store_bytes(const KernelSpec& spec);
 
 // Whether the spec's module also has tsattn_transpose_v, which must write V^T into a workspace

@@ -175,8 +175,9 @@ KernelCacheCounters KernelCache::counters() const {
 }
 
 driver::ModuleSource module_source(const CompiledKernel& kernel) {
-  return driver::ModuleSource{kernel.name, kernel.symbol, kernel.cubin, kernel.spec.layout == Layout::packed,
-                              transposes_v(kernel.spec)};
+  return driver::ModuleSource{kernel.name,        kernel.symbol,
+                              kernel.cubin,       kernel.spec.layout == Layout::packed,
+                              transposes_v(kernel.spec), kernel_traits(kernel.spec)};
 }
 
 }  // namespace tsattn::jit

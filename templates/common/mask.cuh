@@ -14,13 +14,15 @@
 #include "common/request.cuh"
 
 #ifndef TSATTN_MASK
-#error "TSATTN_MASK must be defined (0 dense, 1 causal, 2 variable window)"
+#error "TSATTN_MASK must be defined (a mask code of kernel_codes.h)"
 #endif
 #ifndef TSATTN_WINDOW
 #error "TSATTN_WINDOW must be defined (1: causal with window_left)"
 #endif
-static_assert(TSATTN_MASK >= 0 && TSATTN_MASK <= 2, "TSATTN_MASK: 0 dense, 1 causal, 2 variable window");
-static_assert(TSATTN_WINDOW == 0 || TSATTN_MASK == 1, "TSATTN_WINDOW needs the causal mask");
+static_assert(TSATTN_MASK == TSATTN_MASK_CODE_DENSE || TSATTN_MASK == TSATTN_MASK_CODE_CAUSAL ||
+                  TSATTN_MASK == TSATTN_MASK_CODE_VARIABLE_WINDOW,
+              "TSATTN_MASK is a mask code of kernel_codes.h");
+static_assert(TSATTN_WINDOW == 0 || TSATTN_MASK == TSATTN_MASK_CODE_CAUSAL, "TSATTN_WINDOW needs the causal mask");
 
 namespace tsattn_dev {
 
@@ -42,12 +44,12 @@ __device__ __forceinline__ KeyRange clamp_key_range(i64 lo, i64 hi, int kv_len) 
 // Keys visible to row i (0 <= i < r.q_len) of request b.
 __device__ __forceinline__ KeyRange row_key_range(const TsattnPrefillParams& p,
                                                   const RequestExtent& r, int b, int i) {
-#if TSATTN_MASK == 0
+#if TSATTN_MASK == TSATTN_MASK_CODE_DENSE
   (void)p;
   (void)b;
   (void)i;
   return clamp_key_range(0, static_cast<i64>(r.kv_len) - 1, r.kv_len);
-#elif TSATTN_MASK == 1
+#elif TSATTN_MASK == TSATTN_MASK_CODE_CAUSAL
   (void)b;
   const i64 diagonal = static_cast<i64>(i) + r.kv_len - r.q_len;
 #if TSATTN_WINDOW

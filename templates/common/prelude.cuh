@@ -9,6 +9,8 @@
 #ifndef TSATTN_COMMON_PRELUDE_CUH
 #define TSATTN_COMMON_PRELUDE_CUH
 
+#include "kernel_codes.h"
+
 namespace tsattn_dev {
 
 typedef unsigned char u8;
@@ -18,11 +20,6 @@ typedef int i32;
 typedef long long i64;
 typedef unsigned long long u64;
 static_assert(sizeof(u16) == 2 && sizeof(u32) == 4 && sizeof(u64) == 8, "fixed-width types");
-
-// Dtype codes of TSATTN_INPUT_DTYPE / TSATTN_OUTPUT_DTYPE (the generator writes these numbers).
-enum : int { kFloat16 = 0, kBfloat16 = 1, kE4m3 = 2 };
-
-__host__ __device__ constexpr int dtype_bytes(int dtype) { return dtype == kE4m3 ? 1 : 2; }
 
 #if defined(__CUDA_ARCH__)
 __device__ __forceinline__ u32 float_bits(float x) { return __float_as_uint(x); }

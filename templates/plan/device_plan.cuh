@@ -28,7 +28,7 @@ __device__ __forceinline__ int tile_rows(const TsattnPrefillParams& p) {
 
 // Keys the tile's rows can see, as the width of the union of their ranges (docs/contract.md, "Masks").
 __device__ __forceinline__ int tile_work(int q_len, int kv_len, int tile, int rows, int window_left) {
-#if TSATTN_MASK == 1
+#if TSATTN_MASK == TSATTN_MASK_CODE_CAUSAL
   const int first_row = tile * rows;
   const int last_row = min(q_len, first_row + rows) - 1;
   // Bottom-right aligned diagonal; 64-bit so no window or length can overflow.

@@ -180,7 +180,7 @@ __device__ __forceinline__ void cluster_sync() {
 // One arrival on the barrier at offset `bar` of cluster rank `cta` (the caller's own rank too).
 // Release at CTA scope (PTX's default, as CUTLASS's cluster barriers use it): what the arrival
 // publishes is "this thread's wgmma reads of the stage retired", which wgmma.wait_group already
-// ordered; .release.cluster compiles to MEMBAR.ALL.GPU before every arrival and cost ~35% here.
+// ordered; .release.cluster compiles to MEMBAR.ALL.GPU before every arrival.
 __device__ __forceinline__ void mbarrier_arrive_cluster(u32 bar, u32 cta) {
   asm volatile(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"

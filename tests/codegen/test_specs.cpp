@@ -69,7 +69,7 @@ TEST_SUITE("codegen/specs") {
               CHECK(stores_output_by_tma(s) ==
                     (stages_output(s) && input != TSATTN_DTYPE_FLOAT8_E4M3FN && mask != MaskVariant::dense));
               // e4m3 tiles: whole 32-key V^T groups. D128: dense 256 keys, variable windows 128,
-              // the rest 192; D256: 128, variable windows 64 (spec_table.cpp says why).
+              // the rest 192; D256: 128, variable windows 64 (sm90a/kernel_traits.h says why).
               if (input == TSATTN_DTYPE_FLOAT8_E4M3FN) {
                 const bool varwin = mask == MaskVariant::variable_window;
                 const int expected = head_dim == 128 ? (varwin ? 128 : mask == MaskVariant::dense ? 256 : 192)
@@ -110,6 +110,55 @@ TEST_SUITE("codegen/specs") {
     CHECK(tile_config(spec).num_warps == 8);
   }
 
+  TEST_CASE("kernel traits: the settings the host reads are the sm90a kernel's own") {
+    KernelSpec spec{KernelFamily::sm90a, Arch::sm_90a, MaskVariant::variable_window, 128, TSATTN_DTYPE_BFLOAT16,
+                    TSATTN_DTYPE_BFLOAT16, Layout::packed};
+    KernelTraits t = kernel_traits(spec);
+    CHECK(t.staged_output);
+    CHECK(t.tma_output);  // variable windows hand staged O to TMA stores
+    CHECK(t.dynamic_order);
+    CHECK(t.chunked_order);
+    CHECK(t.pairs);
+    CHECK_FALSE(t.pairs_along_tiles);  // a variable window's union is unknown
+    CHECK(t.split_partial_bytes == 0);  // packed: no split tail
+    spec.mask = MaskVariant::dense;
+    spec.layout = Layout::fixed;
+    t = kernel_traits(spec);
+    CHECK_FALSE(t.tma_output);  // O staged in the Q buffer, stored by the consumer warps
+    CHECK(t.pairs_along_tiles);
+    CHECK(t.split_partial_bytes == (128 / 2 + 4) * 256 * 4);  // O, m[2], l[2] per consumer thread
+    spec.output_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;  // 8-bit out: element pairs from registers
+    t = kernel_traits(spec);
+    CHECK_FALSE(t.staged_output);
+    CHECK(t.output_store_bytes == 2);
+    spec.output_dtype = TSATTN_DTYPE_BFLOAT16;
+    spec.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;  // e4m3 inputs: the simplest walk, no pairs
+    t = kernel_traits(spec);
+    CHECK(t.staged_output);
+    CHECK_FALSE(t.tma_output);
+    CHECK_FALSE(t.dynamic_order);
+    CHECK_FALSE(t.chunked_order);
+    CHECK_FALSE(t.pairs);
+    CHECK(t.split_partial_bytes == 0);
+    // Every sm90a kernel asks for at most the 227 KB a Hopper CTA may have, and each layout holds
+    // at least its Q tile and two K and V stages.
+    for (const KernelSpec& s : all_specs(KernelFamily::sm90a, Arch::sm_90a)) {
+      CAPTURE(canonical_name(s));
+      const KernelTraits k = kernel_traits(s);
+      const int bytes = s.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN ? 1 : 2;
+      CHECK(k.dynamic_smem_bytes <= 232448);
+      CHECK(k.dynamic_smem_bytes >= 128 * s.head_dim * bytes + 4 * k.tile.block_n * s.head_dim * bytes);
+    }
+    // The portable family derives nothing beyond its tile: the module reports its launch shape.
+    spec.family = KernelFamily::sm80;
+    t = kernel_traits(spec);
+    CHECK(t.dynamic_smem_bytes == 0);
+    CHECK(t.chunked_order);
+    CHECK_FALSE(t.dynamic_order);
+    CHECK_FALSE(t.pairs);
+    CHECK(t.tile.num_warps == 8);
+  }
+
   TEST_CASE("canonical names read back into their parts") {
     const KernelSpec spec{KernelFamily::sm80, Arch::sm_90a, MaskVariant::causal_window, 256,
                           TSATTN_DTYPE_FLOAT8_E4M3FN, TSATTN_DTYPE_BFLOAT16, Layout::packed};
@@ -144,20 +193,9 @@ TEST_SUITE("codegen/specs") {
     CHECK(hopper.text.find("#define TSATTN_NUM_WARPS 12") != std::string::npos);
     CHECK(hopper.text.find("#define TSATTN_BLOCK_N 128") != std::string::npos);
     CHECK(hopper.text.find("sm90a/transpose_v.cuh") == std::string::npos);
-    CHECK(hopper.text.find("#define TSATTN_STAGED_OUTPUT 1") != std::string::npos);
-    CHECK(hopper.text.find("#define TSATTN_TMA_OUTPUT 1") != std::string::npos);  // variable windows
-    spec.mask = MaskVariant::dense;  // O staged in the Q buffer, stored by the consumer warps
-    CHECK(generate_source(spec).text.find("#define TSATTN_TMA_OUTPUT 0") != std::string::npos);
-    spec.mask = MaskVariant::variable_window;
-    spec.output_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;  // 8-bit out: element pairs from registers
-    CHECK(generate_source(spec).text.find("#define TSATTN_STAGED_OUTPUT 0") != std::string::npos);
-    CHECK(generate_source(spec).text.find("#define TSATTN_TMA_OUTPUT 0") != std::string::npos);
-    spec.output_dtype = TSATTN_DTYPE_BFLOAT16;
+    CHECK(hopper.text.find("TSATTN_STAGED_OUTPUT") == std::string::npos);  // the kernel's traits decide
     spec.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;  // V^T: the module carries the transpose kernel
     CHECK(generate_source(spec).text.find("#include \"sm90a/transpose_v.cuh\"") != std::string::npos);
-    // e4m3 inputs stage O but store it themselves.
-    CHECK(generate_source(spec).text.find("#define TSATTN_STAGED_OUTPUT 1") != std::string::npos);
-    CHECK(generate_source(spec).text.find("#define TSATTN_TMA_OUTPUT 0") != std::string::npos);
     spec.head_dim = 64;  // not in the table
     CHECK_THROWS_AS(generate_source(spec), Error);
   }

@@ -52,12 +52,21 @@ int read_module_int(CUmodule module, const char* global, const std::string& kern
   return read_int_global(address, bytes, global, kernel);
 }
 
-// A global only some modules have (sm90a's launch facts); `absent` where the module has none.
+// A global only some modules have (sm90a's settings); `absent` where the module has none.
 int optional_module_int(CUmodule module, const char* global, const std::string& kernel, int absent) {
   CUdeviceptr address = 0;
   size_t bytes = 0;
   if (api().cuModuleGetGlobal(&address, &bytes, module, global) != CUDA_SUCCESS) return absent;
   return read_int_global(address, bytes, global, kernel);
+}
+
+// The module's own value of a setting the host took from the kernel's traits: a cubin built from
+// other templates than this library's would disagree, and must not run.
+void confirm_setting(int in_module, int in_traits, const char* global, const std::string& kernel) {
+  if (in_module != in_traits)
+    throw Error(ErrorKind::runtime, fmt::format("kernel {}: module global {} is {}, but the kernel's traits say {} "
+                                                "(a cubin from other templates?)",
+                                                kernel, global, in_module, in_traits));
 }
 
 // Clusters of 2 CTAs that fit the GPU at once (a GPC holds whole clusters, so this can be less
@@ -84,10 +93,31 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
     if (source.has_v_transposer)
       check(cu.cuModuleGetFunction(&kernel->v_transposer, module, "tsattn_transpose_v"),
             fmt::format("kernel {}: cuModuleGetFunction(tsattn_transpose_v)", source.name));
+    const KernelTraits& traits = source.traits;
+    // The launch shape comes from the module; every setting from the traits, which the module's
+    // globals confirm.
     kernel->dynamic_smem_bytes = read_module_int(module, "tsattn_dynamic_smem_bytes", source.name);
     kernel->threads_per_cta = read_module_int(module, "tsattn_threads_per_cta", source.name);
-    kernel->block_m = read_module_int(module, "tsattn_block_m", source.name);
-    kernel->chunked_order = read_module_int(module, "tsattn_chunked_order", source.name) == 1;
+    if (traits.dynamic_smem_bytes > 0)
+      confirm_setting(kernel->dynamic_smem_bytes, traits.dynamic_smem_bytes, "tsattn_dynamic_smem_bytes", source.name);
+    confirm_setting(kernel->threads_per_cta, traits.tile.num_warps * 32, "tsattn_threads_per_cta", source.name);
+    kernel->block_m = traits.tile.block_m;
+    kernel->chunked_order = traits.chunked_order;
+    kernel->dynamic_order = traits.dynamic_order;
+    kernel->split_partial_bytes = traits.split_partial_bytes;
+    confirm_setting(read_module_int(module, "tsattn_block_m", source.name), kernel->block_m, "tsattn_block_m",
+                    source.name);
+    confirm_setting(read_module_int(module, "tsattn_chunked_order", source.name), kernel->chunked_order ? 1 : 0,
+                    "tsattn_chunked_order", source.name);
+    // sm80 modules have none of these: they neither claim dynamically, split, nor pair.
+    confirm_setting(optional_module_int(module, "tsattn_dynamic_order", source.name, 0), kernel->dynamic_order ? 1 : 0,
+                    "tsattn_dynamic_order", source.name);
+    confirm_setting(optional_module_int(module, "tsattn_split_partial_bytes", source.name, 0),
+                    kernel->split_partial_bytes, "tsattn_split_partial_bytes", source.name);
+    confirm_setting(optional_module_int(module, "tsattn_max_cluster_size", source.name, 1), traits.pairs ? 2 : 1,
+                    "tsattn_max_cluster_size", source.name);
+    confirm_setting(optional_module_int(module, "tsattn_pairs_along_tiles", source.name, 0),
+                    traits.pairs_along_tiles ? 1 : 0, "tsattn_pairs_along_tiles", source.name);
     // Kernels above 48 KB of dynamic shared memory must opt in explicitly.
     check(cu.cuFuncSetAttribute(kernel->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                 kernel->dynamic_smem_bytes),
@@ -97,10 +127,7 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
                                                          kernel->threads_per_cta,
                                                          static_cast<size_t>(kernel->dynamic_smem_bytes)),
           fmt::format("kernel {}: occupancy", source.name));
-    // Only sm90a modules have tsattn_dynamic_order, tsattn_split_partial_bytes and tsattn_max_cluster_size.
-    kernel->dynamic_order = optional_module_int(module, "tsattn_dynamic_order", source.name, 0) == 1;
-    kernel->split_partial_bytes = optional_module_int(module, "tsattn_split_partial_bytes", source.name, 0);
-    if (optional_module_int(module, "tsattn_max_cluster_size", source.name, 1) == 2) {
+    if (traits.pairs) {
       const std::string pairs_symbol = source.symbol + "_pairs";
       check(cu.cuModuleGetFunction(&kernel->pairs_function, module, pairs_symbol.c_str()),
             fmt::format("kernel {}: cuModuleGetFunction({})", source.name, pairs_symbol));
@@ -109,7 +136,7 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
             fmt::format("kernel {}: allowing {} bytes of dynamic shared memory ({})", source.name,
                         kernel->dynamic_smem_bytes, pairs_symbol));
       kernel->max_active_pairs = max_active_pairs(kernel->pairs_function, *kernel);
-      kernel->pairs_along_tiles = optional_module_int(module, "tsattn_pairs_along_tiles", source.name, 0) == 1;
+      kernel->pairs_along_tiles = traits.pairs_along_tiles;
     }
     if (kernel->ctas_per_multiprocessor < 1)
       throw Error(ErrorKind::runtime, fmt::format("kernel {} cannot run on this GPU: {} threads with {} bytes of "

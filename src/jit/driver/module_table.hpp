@@ -14,6 +14,8 @@
 #include <span>
 #include <string>
 
+#include "codegen/spec_table.hpp"
+
 namespace tsattn::driver {
 
 struct LoadedKernel {
@@ -23,20 +25,21 @@ struct LoadedKernel {
   std::string name;  // canonical kernel name, for errors
   int dynamic_smem_bytes = 0;
   int threads_per_cta = 0;
+  // The kernel's settings (KernelTraits, codegen/spec_table.hpp), which its module globals confirmed.
   int block_m = 0;
-  bool chunked_order = true;  // tsattn_chunked_order: the kernel reads params.tiles_per_chunk
-  bool dynamic_order = false;  // tsattn_dynamic_order (sm90a 16-bit): the kernel reads params.work_counter
-  // tsattn_split_partial_bytes (sm90a 16-bit dense, fixed layout): the bytes of one part's buffer
-  // in params.split_partials; 0 where the kernel cannot split its tail (prefill_params.h).
+  bool chunked_order = true;  // the kernel reads params.tiles_per_chunk
+  bool dynamic_order = false;  // the kernel reads params.work_counter (sm90a 16-bit)
+  // The bytes of one part's buffer in params.split_partials; 0 where the kernel cannot split its
+  // tail (sm90a 16-bit dense D128, fixed layout; prefill_params.h).
   int split_partial_bytes = 0;
   int ctas_per_multiprocessor = 0;  // occupancy at that shared-memory size
   // CTA pairs (sm90a 16-bit modules): <symbol>_pairs, for launches in clusters of 2 (null where
-  // the module's tsattn_max_cluster_size is 1 or absent), and how many such clusters this GPU holds
-  // at once (0: pairs are not possible).
+  // the kernel has none), and how many such clusters this GPU holds at once (0: pairs are not
+  // possible).
   CUfunction pairs_function = nullptr;
   int max_active_pairs = 0;
-  // Whether pairs_function also pairs along query tiles (tsattn_pairs_along_tiles: dense and plain
-  // causal modules; plan/cta_pairs.hpp), besides along heads.
+  // Whether pairs_function also pairs along query tiles (dense and plain causal modules;
+  // plan/cta_pairs.hpp), besides along heads.
   bool pairs_along_tiles = false;
 };
 
@@ -58,6 +61,7 @@ struct ModuleSource {
   std::span<const uint8_t> cubin;
   bool has_planner = false;  // the module also defines tsattn_plan_tiles (packed layouts)
   bool has_v_transposer = false;  // the module also defines tsattn_transpose_v (sm90a, e4m3 inputs)
+  KernelTraits traits;  // what the kernel's settings are; its module globals must agree
 };
 
 // The kernel `key` in `context` (which must be current), loading it on first use from the
