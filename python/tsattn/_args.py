@@ -51,15 +51,17 @@ def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype, out) -> Scalars:
+def check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype) -> Scalars:
     if not isinstance(mask_type, str):
         raise TypeError(f"mask_type must be a str, one of {', '.join(MASK_TYPES)} (got {type(mask_type).__name__}: {mask_type!r})")
+    # C takes the mask's code, so only Python sees the name.
     if mask_type not in MASK_TYPES:
         raise ValueError(f"mask_type={mask_type!r} is not one of {', '.join(repr(m) for m in MASK_TYPES)}")
 
     if _is_bool(window_left) or not isinstance(window_left, numbers.Integral):
         raise TypeError(f"window_left must be an int (got {type(window_left).__name__}: {window_left!r})")
     window = int(window_left)
+    # ctypes stores an int64 field modulo 2^64, so C would see another value than the caller's.
     if not _INT64_MIN <= window <= _INT64_MAX:
         raise ValueError(f"window_left={window} does not fit in int64")
 
@@ -70,13 +72,12 @@ def check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype, out
     if out_dtype is not None:
         if not isinstance(out_dtype, torch.dtype):
             raise TypeError(f"out_dtype must be a torch.dtype or None (got {type(out_dtype).__name__}: {out_dtype!r})")
+        # out is allocated in this dtype (by the fake op too, under torch.compile) before C sees the call.
         if out_dtype not in ATTENTION_DTYPES:
             raise NotImplementedError(
                 f"out_dtype={_dtype_name(out_dtype)} is not supported; supported: "
                 + ", ".join(_dtype_name(d) for d in ATTENTION_DTYPES)
             )
-        if out is not None and out.dtype != out_dtype:
-            raise ValueError(f"out_dtype={_dtype_name(out_dtype)} differs from out.dtype={_dtype_name(out.dtype)}")
         code = DTYPE_CODES[out_dtype]
     return Scalars(mask_type, window, scale, out_scale, code)
 
@@ -89,4 +90,4 @@ def check_arguments(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, start
                         (starts, "variable_window_token_starts"), (ends, "variable_window_token_ends"),
                         (out, "out")):
         check_tensor(value, name, optional=True)
-    return check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype, out)
+    return check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype)

@@ -62,6 +62,7 @@ def precompile(
         raise TypeError(f"out_dir must be a str, os.PathLike or None (got {type(out_dir).__name__})")
     if isinstance(jobs, bool) or not isinstance(jobs, numbers.Integral):
         raise TypeError(f"jobs must be an int (got {type(jobs).__name__}: {jobs!r})")
+    # ctypes passes an int32 modulo 2^32, so C would see another value than the caller's.
     if not -(2**31) <= int(jobs) < 2**31:
         raise ValueError(f"jobs={jobs} does not fit in int32")
     fn = _library.function("tsattn_precompile")

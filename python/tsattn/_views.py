@@ -52,6 +52,7 @@ class ViewHolder:
         """A pointer to a tsattn_tensor_view of tensor (None -> NULL)."""
         if tensor is None:
             return None
+        # A tensor view is strided memory on the host or a CUDA device: C cannot be told of anything else.
         if tensor.layout != torch.strided:
             raise ValueError(f"{name} must be a dense strided tensor (got layout {tensor.layout})")
         device = tensor.device

@@ -1,8 +1,9 @@
-// validate.hpp - every rule of docs/contract.md in one place: C arguments in, a normalized Problem out.
+// validate.hpp - every rule of docs/contract.md that needs no device: C arguments in, a normalized Problem out.
 //
 // Errors are thrown as tsattn::Error with the contract's kind and a message that names the
-// argument and the offending value(s). Nothing here touches device memory: host-resident
-// indptrs are read, device-resident ones are checked by the planner.
+// argument and the offending value(s). Nothing here touches the driver or device memory:
+// host-resident indptrs are read here; device-resident ones are read back by api/execute.cpp
+// (check_launch_arguments, outside graph capture) and held to the same rules below.
 #pragma once
 
 #include <tsattn/tsattn.h>

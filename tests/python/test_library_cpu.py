@@ -59,6 +59,8 @@ C_REJECTIONS = [
      ["q, k and v must share one dtype", "k=bfloat16"]),
     ("mixed_v_fp32", dict(v=torch.zeros(1, 4, 2, 128)), NotImplementedError, ["v=float32"]),
     ("out_float32", dict(out=torch.zeros(1, 4, 2, 128)), NotImplementedError, ["out has dtype float32"]),
+    ("out_and_out_dtype_differ", dict(out=torch.zeros(1, 4, 2, 128, dtype=torch.float16), out_dtype=torch.bfloat16),
+     ValueError, ["out_dtype=bfloat16 differs from out.dtype=float16"]),
 ]
 if FP8 is not None:
     C_REJECTIONS.append(("mixed_fp8_fp16", dict(k=torch.zeros(1, 4, 2, 128, dtype=FP8)), NotImplementedError,
