@@ -20,7 +20,11 @@
 
 namespace tsattn_dev {
 
-enum : int { kFloat16 = TSATTN_DTYPE_CODE_FLOAT16, kBfloat16 = TSATTN_DTYPE_CODE_BFLOAT16, kE4m3 = TSATTN_DTYPE_CODE_E4M3 };
+enum : int {
+  kFloat16 = TSATTN_DTYPE_CODE_FLOAT16,
+  kBfloat16 = TSATTN_DTYPE_CODE_BFLOAT16,
+  kE4m3 = TSATTN_DTYPE_CODE_E4M3
+};
 enum : int {
   kMaskDense = TSATTN_MASK_CODE_DENSE,
   kMaskCausal = TSATTN_MASK_CODE_CAUSAL,

@@ -52,7 +52,7 @@ struct TsattnPrefillParams {
   long long starts_batch_stride, starts_row_stride;
   long long ends_batch_stride, ends_row_stride;
 
-  float scale_log2;    // sm_scale * log2(e): scores go through exp2
+  float scale_log2;  // sm_scale * log2(e): scores go through exp2
   float output_scale;
 
   // The scheduler's work: items w in [0, num_tiles * num_qo_heads), one (tile, query head) each,

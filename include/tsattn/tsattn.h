@@ -66,8 +66,8 @@ typedef enum tsattn_device_type {
 
 typedef enum tsattn_mask_type {
   TSATTN_MASK_DENSE = 0,
-  TSATTN_MASK_CAUSAL = 1,           /* bottom-right aligned */
-  TSATTN_MASK_VARIABLE_WINDOW = 2   /* per-query [start, end] bounds */
+  TSATTN_MASK_CAUSAL = 1,         /* bottom-right aligned */
+  TSATTN_MASK_VARIABLE_WINDOW = 2 /* per-query [start, end] bounds */
 } tsattn_mask_type;
 
 /* A DLPack-style view of caller-owned memory. Shapes and strides are in elements;
@@ -75,8 +75,8 @@ typedef enum tsattn_mask_type {
  * past the call. */
 typedef struct tsattn_tensor_view {
   void* data;
-  int32_t dtype;        /* tsattn_dtype */
-  int32_t device_type;  /* tsattn_device_type */
+  int32_t dtype;       /* tsattn_dtype */
+  int32_t device_type; /* tsattn_device_type */
   int32_t device_id;
   int32_t ndim;
   const int64_t* shape;
@@ -86,16 +86,16 @@ typedef struct tsattn_tensor_view {
 /* Everything after q, k, v and the indptrs. Initialise with
  * tsattn_prefill_options_init(), then set what differs from the defaults. */
 typedef struct tsattn_prefill_options {
-  size_t struct_size;         /* sizeof(tsattn_prefill_options) as the caller compiled it */
-  int32_t mask_type;          /* tsattn_mask_type; default dense */
-  int64_t window_left;        /* -1 disables (default); W >= 1 needs the causal mask */
+  size_t struct_size;                                     /* sizeof(tsattn_prefill_options) as the caller compiled it */
+  int32_t mask_type;                                      /* tsattn_mask_type; default dense */
+  int64_t window_left;                                    /* -1 disables (default); W >= 1 needs the causal mask */
   const tsattn_tensor_view* variable_window_token_starts; /* int32 [B, Sq] or [total_q] */
   const tsattn_tensor_view* variable_window_token_ends;
-  int32_t has_sm_scale;       /* 0: sm_scale = 1/sqrt(D) */
+  int32_t has_sm_scale; /* 0: sm_scale = 1/sqrt(D) */
   double sm_scale;
-  double output_scale;        /* default 1.0 */
-  int32_t out_dtype;          /* tsattn_dtype; TSATTN_DTYPE_UNSET: out's dtype */
-  void* stream;               /* CUstream / cudaStream_t; NULL is the legacy default stream */
+  double output_scale; /* default 1.0 */
+  int32_t out_dtype;   /* tsattn_dtype; TSATTN_DTYPE_UNSET: out's dtype */
+  void* stream;        /* CUstream / cudaStream_t; NULL is the legacy default stream */
 } tsattn_prefill_options;
 
 TSATTN_API void tsattn_prefill_options_init(tsattn_prefill_options* options);
@@ -107,30 +107,27 @@ TSATTN_API void tsattn_prefill_options_init(tsattn_prefill_options* options);
  * out is caller-owned and required in C; options may be NULL (all defaults).
  * Work is queued on options->stream; the call returns before it finishes.
  */
-TSATTN_API tsattn_status tsattn_batch_prefill(const tsattn_tensor_view* q,
-                                              const tsattn_tensor_view* k,
-                                              const tsattn_tensor_view* v,
-                                              const tsattn_tensor_view* qo_indptr,
+TSATTN_API tsattn_status tsattn_batch_prefill(const tsattn_tensor_view* q, const tsattn_tensor_view* k,
+                                              const tsattn_tensor_view* v, const tsattn_tensor_view* qo_indptr,
                                               const tsattn_tensor_view* kv_indptr,
-                                              const tsattn_prefill_options* options,
-                                              const tsattn_tensor_view* out);
+                                              const tsattn_prefill_options* options, const tsattn_tensor_view* out);
 
 /* Kernel cache counters of this process (in-memory table, disk layers, NVRTC, module loads).
  * Set stats->struct_size = sizeof(tsattn_cache_stats) first. */
 typedef struct tsattn_cache_stats {
   size_t struct_size;
-  uint64_t memory_hits;        /* kernel found in the process's table */
-  uint64_t memory_misses;      /* sent to the disk layers (and maybe NVRTC) */
-  uint64_t compiles;           /* NVRTC compiles started */
+  uint64_t memory_hits;   /* kernel found in the process's table */
+  uint64_t memory_misses; /* sent to the disk layers (and maybe NVRTC) */
+  uint64_t compiles;      /* NVRTC compiles started */
   uint64_t compile_failures;
   uint64_t disk_lookups;
   uint64_t disk_read_only_hits;
   uint64_t disk_writable_hits;
   uint64_t disk_misses;
-  uint64_t disk_damaged;       /* entries rejected as corrupt, truncated or foreign */
+  uint64_t disk_damaged; /* entries rejected as corrupt, truncated or foreign */
   uint64_t disk_writes;
   uint64_t disk_write_failures;
-  uint64_t modules_loaded;     /* cubins loaded into CUDA contexts */
+  uint64_t modules_loaded; /* cubins loaded into CUDA contexts */
 } tsattn_cache_stats;
 
 TSATTN_API tsattn_status tsattn_get_cache_stats(tsattn_cache_stats* stats);

@@ -16,10 +16,10 @@
 namespace tsattn {
 
 enum class ErrorKind : int32_t {
-  type = TSATTN_ERROR_TYPE,                      // Python TypeError
-  value = TSATTN_ERROR_VALUE,                    // Python ValueError
+  type = TSATTN_ERROR_TYPE,                        // Python TypeError
+  value = TSATTN_ERROR_VALUE,                      // Python ValueError
   not_implemented = TSATTN_ERROR_NOT_IMPLEMENTED,  // Python NotImplementedError
-  runtime = TSATTN_ERROR_RUNTIME,                // Python RuntimeError
+  runtime = TSATTN_ERROR_RUNTIME,                  // Python RuntimeError
 };
 
 inline const char* error_kind_name(ErrorKind kind) {
@@ -35,8 +35,7 @@ inline const char* error_kind_name(ErrorKind kind) {
 // The one exception type of tsattn, inside the library and out of it.
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, std::string message)
-      : std::runtime_error(std::move(message)), kind_(kind) {}
+  Error(ErrorKind kind, std::string message) : std::runtime_error(std::move(message)), kind_(kind) {}
   ErrorKind kind() const noexcept { return kind_; }
 
  private:
@@ -58,7 +57,12 @@ struct Tensor {
 
   // The view points into this object: keep the Tensor alive while the view is used.
   tsattn_tensor_view view() const {
-    return {data, dtype, device_type, device_id, static_cast<int32_t>(shape.size()), shape.data(),
+    return {data,
+            dtype,
+            device_type,
+            device_id,
+            static_cast<int32_t>(shape.size()),
+            shape.data(),
             strides.empty() ? nullptr : strides.data()};
   }
 };

@@ -15,8 +15,15 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-__all__ = ["batch_prefill", "cache_info", "last_kernel_name", "library_path", "library_version", "precompile",
-           "__version__"]
+__all__ = [
+    "batch_prefill",
+    "cache_info",
+    "last_kernel_name",
+    "library_path",
+    "library_version",
+    "precompile",
+    "__version__",
+]
 
 
 def __getattr__(name: str):

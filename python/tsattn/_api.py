@@ -37,10 +37,35 @@ def batch_prefill(
     given). Errors: TypeError, ValueError, NotImplementedError, RuntimeError as docs/contract.md says.
     Not differentiable.
     """
-    s = check_arguments(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, variable_window_token_starts,
-                        variable_window_token_ends, sm_scale, output_scale, out_dtype, out)
-    args = (q, k, v, qo_indptr, kv_indptr, s.mask_type, s.window_left, variable_window_token_starts,
-            variable_window_token_ends, s.sm_scale, s.output_scale, s.out_dtype_code)
+    s = check_arguments(
+        q,
+        k,
+        v,
+        qo_indptr,
+        kv_indptr,
+        mask_type,
+        window_left,
+        variable_window_token_starts,
+        variable_window_token_ends,
+        sm_scale,
+        output_scale,
+        out_dtype,
+        out,
+    )
+    args = (
+        q,
+        k,
+        v,
+        qo_indptr,
+        kv_indptr,
+        s.mask_type,
+        s.window_left,
+        variable_window_token_starts,
+        variable_window_token_ends,
+        s.sm_scale,
+        s.output_scale,
+        s.out_dtype_code,
+    )
     tensors = (q, k, v, qo_indptr, kv_indptr, variable_window_token_starts, variable_window_token_ends, out)
     if not _ops.AVAILABLE or not _ops.dispatcher_needed(tensors):
         return _ops.batch_prefill_eager(*args, out)

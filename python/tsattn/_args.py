@@ -38,7 +38,9 @@ def check_tensor(value, name: str, optional: bool) -> None:
 
 def _real_scalar(value, name: str) -> float:
     if _is_bool(value) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real scalar (int or float, not bool) (got {type(value).__name__}: {value!r})")
+        raise TypeError(
+            f"{name} must be a real scalar (int or float, not bool) (got {type(value).__name__}: {value!r})"
+        )
     try:
         return float(value)
     except OverflowError:
@@ -53,7 +55,9 @@ def _dtype_name(dtype) -> str:
 
 def check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype) -> Scalars:
     if not isinstance(mask_type, str):
-        raise TypeError(f"mask_type must be a str, one of {', '.join(MASK_TYPES)} (got {type(mask_type).__name__}: {mask_type!r})")
+        raise TypeError(
+            f"mask_type must be a str, one of {', '.join(MASK_TYPES)} (got {type(mask_type).__name__}: {mask_type!r})"
+        )
     # C takes the mask's code, so only Python sees the name.
     if mask_type not in MASK_TYPES:
         raise ValueError(f"mask_type={mask_type!r} is not one of {', '.join(repr(m) for m in MASK_TYPES)}")
@@ -82,12 +86,17 @@ def check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype) -> 
     return Scalars(mask_type, window, scale, out_scale, code)
 
 
-def check_arguments(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, starts, ends, sm_scale,
-                    output_scale, out_dtype, out) -> Scalars:
+def check_arguments(
+    q, k, v, qo_indptr, kv_indptr, mask_type, window_left, starts, ends, sm_scale, output_scale, out_dtype, out
+) -> Scalars:
     for value, name in ((q, "q"), (k, "k"), (v, "v")):
         check_tensor(value, name, optional=False)
-    for value, name in ((qo_indptr, "qo_indptr"), (kv_indptr, "kv_indptr"),
-                        (starts, "variable_window_token_starts"), (ends, "variable_window_token_ends"),
-                        (out, "out")):
+    for value, name in (
+        (qo_indptr, "qo_indptr"),
+        (kv_indptr, "kv_indptr"),
+        (starts, "variable_window_token_starts"),
+        (ends, "variable_window_token_ends"),
+        (out, "out"),
+    ):
         check_tensor(value, name, optional=True)
     return check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype)

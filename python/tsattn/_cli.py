@@ -21,9 +21,11 @@ def cli_path() -> str:
     for path in candidates:
         if path.is_file() and os.access(path, os.X_OK):
             return str(path)
-    raise RuntimeError("tsattn: the tsattn executable was not found. Looked in:\n  - "
-                       + "\n  - ".join(str(p) for p in candidates)
-                       + "\nInstall the tsattn wheel, or build the CLI (cmake --build build --target tsattn_cli).")
+    raise RuntimeError(
+        "tsattn: the tsattn executable was not found. Looked in:\n  - "
+        + "\n  - ".join(str(p) for p in candidates)
+        + "\nInstall the tsattn wheel, or build the CLI (cmake --build build --target tsattn_cli)."
+    )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

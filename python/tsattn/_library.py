@@ -167,8 +167,11 @@ def _load() -> Tuple[ctypes.CDLL, str]:
     tried = ["$TSATTN_LIBRARY (not set)"]
     for description, path in search_locations():
         if path is None:
-            tried.append(f"{description}: not available (not running from a checkout)"
-                         if description == "repository build tree" else f"{description}: not found")
+            tried.append(
+                f"{description}: not available (not running from a checkout)"
+                if description == "repository build tree"
+                else f"{description}: not found"
+            )
             continue
         if "*" in path or (os.sep in path and not os.path.exists(path)):
             tried.append(f"{description}: {path} (not found)")
@@ -207,8 +210,10 @@ def function(name: str):
     """An optional entry point; RuntimeError if this libtsattn does not export it."""
     fn = getattr(library(), name, None)
     if fn is None:
-        raise RuntimeError(f"tsattn: the loaded library ({library_path()}) does not export {name}(); "
-                           "rebuild libtsattn from a newer checkout")
+        raise RuntimeError(
+            f"tsattn: the loaded library ({library_path()}) does not export {name}(); "
+            "rebuild libtsattn from a newer checkout"
+        )
     return fn
 
 

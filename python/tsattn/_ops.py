@@ -26,13 +26,15 @@ def resolve_dtype(q: torch.Tensor, out_dtype_code: int) -> torch.dtype:
     return q.dtype if out_dtype_code == DTYPE_UNSET else CODE_DTYPES[out_dtype_code]
 
 
-def batch_prefill_eager(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, starts, ends, sm_scale,
-                        output_scale, out_dtype_code, out):
+def batch_prefill_eager(
+    q, k, v, qo_indptr, kv_indptr, mask_type, window_left, starts, ends, sm_scale, output_scale, out_dtype_code, out
+):
     """The op bodies (and the path without custom ops): allocate out if needed, call the library."""
     if out is None:
         out = torch.empty(q.shape, dtype=resolve_dtype(q, out_dtype_code), device=q.device)
-    _call.run(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, starts, ends, sm_scale, output_scale,
-              out_dtype_code, out)
+    _call.run(
+        q, k, v, qo_indptr, kv_indptr, mask_type, window_left, starts, ends, sm_scale, output_scale, out_dtype_code, out
+    )
     return out
 
 
@@ -59,29 +61,98 @@ mutating = None  # torch.ops.tsattn.batch_prefill_out
 
 if AVAILABLE:
 
-    def _functional(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qo_indptr: Optional[torch.Tensor],
-                    kv_indptr: Optional[torch.Tensor], mask_type: str, window_left: int,
-                    variable_window_token_starts: Optional[torch.Tensor],
-                    variable_window_token_ends: Optional[torch.Tensor], sm_scale: Optional[float],
-                    output_scale: float, out_dtype: int) -> torch.Tensor:
-        return batch_prefill_eager(q, k, v, qo_indptr, kv_indptr, mask_type, window_left,
-                                   variable_window_token_starts, variable_window_token_ends, sm_scale,
-                                   output_scale, out_dtype, None)
+    def _functional(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        qo_indptr: Optional[torch.Tensor],
+        kv_indptr: Optional[torch.Tensor],
+        mask_type: str,
+        window_left: int,
+        variable_window_token_starts: Optional[torch.Tensor],
+        variable_window_token_ends: Optional[torch.Tensor],
+        sm_scale: Optional[float],
+        output_scale: float,
+        out_dtype: int,
+    ) -> torch.Tensor:
+        return batch_prefill_eager(
+            q,
+            k,
+            v,
+            qo_indptr,
+            kv_indptr,
+            mask_type,
+            window_left,
+            variable_window_token_starts,
+            variable_window_token_ends,
+            sm_scale,
+            output_scale,
+            out_dtype,
+            None,
+        )
 
-    def _functional_fake(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, variable_window_token_starts,
-                         variable_window_token_ends, sm_scale, output_scale, out_dtype):
+    def _functional_fake(
+        q,
+        k,
+        v,
+        qo_indptr,
+        kv_indptr,
+        mask_type,
+        window_left,
+        variable_window_token_starts,
+        variable_window_token_ends,
+        sm_scale,
+        output_scale,
+        out_dtype,
+    ):
         return torch.empty(q.shape, dtype=resolve_dtype(q, out_dtype), device=q.device)
 
-    def _mutating(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, qo_indptr: Optional[torch.Tensor],
-                  kv_indptr: Optional[torch.Tensor], mask_type: str, window_left: int,
-                  variable_window_token_starts: Optional[torch.Tensor],
-                  variable_window_token_ends: Optional[torch.Tensor], sm_scale: Optional[float],
-                  output_scale: float, out_dtype: int, out: torch.Tensor) -> None:
-        batch_prefill_eager(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, variable_window_token_starts,
-                            variable_window_token_ends, sm_scale, output_scale, out_dtype, out)
+    def _mutating(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        qo_indptr: Optional[torch.Tensor],
+        kv_indptr: Optional[torch.Tensor],
+        mask_type: str,
+        window_left: int,
+        variable_window_token_starts: Optional[torch.Tensor],
+        variable_window_token_ends: Optional[torch.Tensor],
+        sm_scale: Optional[float],
+        output_scale: float,
+        out_dtype: int,
+        out: torch.Tensor,
+    ) -> None:
+        batch_prefill_eager(
+            q,
+            k,
+            v,
+            qo_indptr,
+            kv_indptr,
+            mask_type,
+            window_left,
+            variable_window_token_starts,
+            variable_window_token_ends,
+            sm_scale,
+            output_scale,
+            out_dtype,
+            out,
+        )
 
-    def _mutating_fake(q, k, v, qo_indptr, kv_indptr, mask_type, window_left, variable_window_token_starts,
-                       variable_window_token_ends, sm_scale, output_scale, out_dtype, out):
+    def _mutating_fake(
+        q,
+        k,
+        v,
+        qo_indptr,
+        kv_indptr,
+        mask_type,
+        window_left,
+        variable_window_token_starts,
+        variable_window_token_ends,
+        sm_scale,
+        output_scale,
+        out_dtype,
+        out,
+    ):
         return None
 
     def _register(name, fn, fake, mutates):

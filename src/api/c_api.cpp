@@ -59,8 +59,7 @@ TSATTN_API void tsattn_prefill_options_init(tsattn_prefill_options* options) {
 TSATTN_API tsattn_status tsattn_batch_prefill(const tsattn_tensor_view* q, const tsattn_tensor_view* k,
                                               const tsattn_tensor_view* v, const tsattn_tensor_view* qo_indptr,
                                               const tsattn_tensor_view* kv_indptr,
-                                              const tsattn_prefill_options* options,
-                                              const tsattn_tensor_view* out) {
+                                              const tsattn_prefill_options* options, const tsattn_tensor_view* out) {
   last_kernel = "";
   return guarded([&] {
     const tsattn::Arguments args{q, k, v, qo_indptr, kv_indptr, options, out};
@@ -76,9 +75,18 @@ TSATTN_API tsattn_status tsattn_get_cache_stats(tsattn_cache_stats* stats) {
       tsattn::raise(tsattn::ErrorKind::value, "stats->struct_size={} is smaller than tsattn_cache_stats ({} bytes)",
                     stats->struct_size, sizeof(tsattn_cache_stats));
     const tsattn::jit::KernelCacheCounters c = tsattn::jit::KernelCache::process().counters();
-    *stats = tsattn_cache_stats{sizeof(tsattn_cache_stats), c.memory_hits, c.memory_misses, c.compiles,
-                                c.compile_failures, c.disk.lookups, c.disk.read_only_hits, c.disk.writable_hits,
-                                c.disk.misses, c.disk.damaged, c.disk.writes, c.disk.write_failures,
+    *stats = tsattn_cache_stats{sizeof(tsattn_cache_stats),
+                                c.memory_hits,
+                                c.memory_misses,
+                                c.compiles,
+                                c.compile_failures,
+                                c.disk.lookups,
+                                c.disk.read_only_hits,
+                                c.disk.writable_hits,
+                                c.disk.misses,
+                                c.disk.damaged,
+                                c.disk.writes,
+                                c.disk.write_failures,
                                 tsattn::driver::modules_loaded()};
   });
 }

@@ -48,8 +48,7 @@ int dtype_size(int32_t dtype) {
 }
 
 bool is_attention_dtype(int32_t dtype) {
-  return dtype == TSATTN_DTYPE_FLOAT16 || dtype == TSATTN_DTYPE_BFLOAT16 ||
-         dtype == TSATTN_DTYPE_FLOAT8_E4M3FN;
+  return dtype == TSATTN_DTYPE_FLOAT16 || dtype == TSATTN_DTYPE_BFLOAT16 || dtype == TSATTN_DTYPE_FLOAT8_E4M3FN;
 }
 
 }  // namespace tsattn

@@ -108,17 +108,17 @@ class StreamBuffer {
 // e4m3 on sm90a: writes V^T into a new stream-ordered workspace (tsattn_transpose_v of the
 // kernel's module) and encodes maps.v for it. The workspace is freed in stream order after the
 // attention kernel that reads it.
-void transpose_v(const driver::LoadedKernel& kernel, const TsattnPrefillParams& params, const Problem& p,
-                 unsigned ctas, const TransposedV& layout, TsattnTensorMaps& maps,
-                 std::optional<StreamBuffer>& workspace, CUstream stream) {
+void transpose_v(const driver::LoadedKernel& kernel, const TsattnPrefillParams& params, const Problem& p, unsigned ctas,
+                 const TransposedV& layout, TsattnTensorMaps& maps, std::optional<StreamBuffer>& workspace,
+                 CUstream stream) {
   if (kernel.v_transposer == nullptr) raise(ErrorKind::runtime, "kernel {} has no V transpose kernel", kernel.name);
   workspace.emplace(layout.bytes, stream);
   encode_transposed_v_map(layout, reinterpret_cast<void*>(workspace->get()), maps.v);
   CUdeviceptr vt = workspace->get();
   long long vt_keys = layout.keys;
   void* arguments[] = {const_cast<TsattnPrefillParams*>(&params), &vt, &vt_keys};
-  driver::check(driver::api().cuLaunchKernel(kernel.v_transposer, ctas, static_cast<unsigned>(p.num_kv_heads), 1,
-                                             128, 1, 1, 0, stream, arguments, nullptr),
+  driver::check(driver::api().cuLaunchKernel(kernel.v_transposer, ctas, static_cast<unsigned>(p.num_kv_heads), 1, 128,
+                                             1, 1, 0, stream, arguments, nullptr),
                 fmt::format("launching the V transpose of {}", kernel.name));
 }
 
@@ -149,7 +149,8 @@ KernelFacts kernel_facts(const driver::LoadedKernel& kernel, const KernelChoice&
 void check_launch_arguments(const Problem& p, const LaunchPlan& plan, const driver::LoadedKernel& kernel,
                             CUstream stream) {
   if (plan.tile_list == TileList::host_planned && stream_is_capturing(stream))
-    raise(ErrorKind::value, "the stream is capturing a CUDA graph but qo_indptr and kv_indptr are on the host, so "
+    raise(ErrorKind::value,
+          "the stream is capturing a CUDA graph but qo_indptr and kv_indptr are on the host, so "
           "the plan would be baked into the graph; pass them on the GPU to capture this call");
   // Such a list needs more than 2^31 x 32 KB of queries; no GPU holds it, but say so if it comes.
   if (kernel.dynamic_order && plan.max_items >= std::numeric_limits<int32_t>::max())
@@ -224,8 +225,8 @@ void launch(const Problem& p, const LaunchPlan& plan, const driver::LoadedKernel
   if (plan.transpose_ctas > 0)
     transpose_v(kernel, params, p, plan.transpose_ctas, *choice.transposed_v, choice.maps, transposed_v, stream);
   if (plan.split_slots > 0)
-    logf(LogLevel::debug, "{}: the last {} of {} slots go out by key tiles ({} per slot) over {} walkers",
-         kernel.name, plan.split_slots, plan.slots(), plan.split_steps, plan.walkers.slots);
+    logf(LogLevel::debug, "{}: the last {} of {} slots go out by key tiles ({} per slot) over {} walkers", kernel.name,
+         plan.split_slots, plan.slots(), plan.split_steps, plan.walkers.slots);
 
   // The sm90a kernel takes its TMA descriptors as a second __grid_constant__ parameter.
   void* params_only[] = {&params};

@@ -14,13 +14,9 @@ int64_t Problem::kv_len(int64_t b) const {
   return int64_t{kv_indptr_host[b + 1]} - kv_indptr_host[b];
 }
 
-int64_t Problem::q_token_offset(int64_t b) const {
-  return layout == Layout::fixed ? 0 : qo_indptr_host[b];
-}
+int64_t Problem::q_token_offset(int64_t b) const { return layout == Layout::fixed ? 0 : qo_indptr_host[b]; }
 
-int64_t Problem::kv_token_offset(int64_t b) const {
-  return layout == Layout::fixed ? 0 : kv_indptr_host[b];
-}
+int64_t Problem::kv_token_offset(int64_t b) const { return layout == Layout::fixed ? 0 : kv_indptr_host[b]; }
 
 int32_t Problem::window_bound(const RowIndexTensor& bounds, int64_t b, int64_t i) const {
   return bounds.data[b * bounds.batch_stride + (q_token_offset(b) + i) * bounds.row_stride];

@@ -49,7 +49,7 @@ struct Problem {
   TokenTensor q, k, v, out;
 
   MaskMode mask = MaskMode::dense;
-  int64_t window_left = -1;  // -1: no window; W >= 1 only with the causal mask
+  int64_t window_left = -1;                   // -1: no window; W >= 1 only with the causal mask
   RowIndexTensor window_starts, window_ends;  // variable_window only
 
   float sm_scale = 0.0f;

@@ -26,9 +26,7 @@ bool CheckedTensor::on_host() const {
 
 std::string CheckedTensor::shape_text() const { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-std::string CheckedTensor::strides_text() const {
-  return fmt::format("[{}]", fmt::join(strides, ", "));
-}
+std::string CheckedTensor::strides_text() const { return fmt::format("[{}]", fmt::join(strides, ", ")); }
 
 std::string CheckedTensor::device_text() const {
   switch (view->device_type) {
@@ -77,21 +75,19 @@ CheckedTensor inspect_tensor(const tsattn_tensor_view* view, const char* name) {
       raise(ErrorKind::value, "{}.strides={}: negative strides are not supported", name, t.strides_text());
 
   if (t.numel() == 0) return t;
-  if (view->data == nullptr)
-    raise(ErrorKind::value, "{}.data is null but {} has shape {}", name, name, t.shape_text());
+  if (view->data == nullptr) raise(ErrorKind::value, "{}.data is null but {} has shape {}", name, name, t.shape_text());
   // The furthest addressable byte must be representable, so later offset arithmetic is safe.
   int64_t last = 0;
   for (int i = 0; i < t.ndim(); ++i) {
     int64_t term = 0;
-    if (__builtin_mul_overflow(t.shape[i] - 1, t.strides[i], &term) ||
-        __builtin_add_overflow(last, term, &last))
-      raise(ErrorKind::value, "{} with shape {} and strides {} addresses more than 2^63 elements", name,
-            t.shape_text(), t.strides_text());
+    if (__builtin_mul_overflow(t.shape[i] - 1, t.strides[i], &term) || __builtin_add_overflow(last, term, &last))
+      raise(ErrorKind::value, "{} with shape {} and strides {} addresses more than 2^63 elements", name, t.shape_text(),
+            t.strides_text());
   }
   int64_t bytes = 0;
   if (__builtin_mul_overflow(last + 1, int64_t{std::max(dtype_size(view->dtype), 1)}, &bytes))
-    raise(ErrorKind::value, "{} with shape {} and strides {} addresses more than 2^63 bytes", name,
-          t.shape_text(), t.strides_text());
+    raise(ErrorKind::value, "{} with shape {} and strides {} addresses more than 2^63 bytes", name, t.shape_text(),
+          t.strides_text());
   return t;
 }
 
@@ -99,8 +95,8 @@ void check_attention_strides(const CheckedTensor& t) {
   const int64_t element_bytes = dtype_size(t.view->dtype);
   const int last = t.ndim() - 1;
   if (t.shape[last] > 1 && t.strides[last] != 1)
-    raise(ErrorKind::value, "{}.stride({})={}: the head dimension must be contiguous (stride 1)", t.name,
-          last, t.strides[last]);
+    raise(ErrorKind::value, "{}.stride({})={}: the head dimension must be contiguous (stride 1)", t.name, last,
+          t.strides[last]);
   if (t.numel() == 0) return;
   const auto address = reinterpret_cast<uintptr_t>(t.view->data);
   if (address % kAlignmentBytes != 0)
@@ -125,8 +121,10 @@ void check_no_self_overlap(const CheckedTensor& t) {
   int64_t covered = 1;
   for (int d : dims) {
     if (t.strides[d] < covered)
-      raise(ErrorKind::value, "{} with shape {} and strides {} has overlapping elements; it must not be "
-            "written twice", t.name, t.shape_text(), t.strides_text());
+      raise(ErrorKind::value,
+            "{} with shape {} and strides {} has overlapping elements; it must not be "
+            "written twice",
+            t.name, t.shape_text(), t.strides_text());
     covered += (t.shape[d] - 1) * t.strides[d];
   }
 }
@@ -136,8 +134,8 @@ void check_disjoint(const CheckedTensor& out, const CheckedTensor& input) {
   if (a.begin == a.end || b.begin == b.end) return;
   if (out.on_host() != input.on_host()) return;  // host and device memory cannot alias here
   if (a.begin < b.end && b.begin < a.end)
-    raise(ErrorKind::value, "{} overlaps {} ({} bytes [{:#x}, {:#x}), {} bytes [{:#x}, {:#x}))", out.name,
-          input.name, out.name, a.begin, a.end, input.name, b.begin, b.end);
+    raise(ErrorKind::value, "{} overlaps {} ({} bytes [{:#x}, {:#x}), {} bytes [{:#x}, {:#x}))", out.name, input.name,
+          out.name, a.begin, a.end, input.name, b.begin, b.end);
 }
 
 }  // namespace tsattn

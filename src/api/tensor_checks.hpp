@@ -22,9 +22,9 @@ struct CheckedTensor {
   int ndim() const { return static_cast<int>(shape.size()); }
   int64_t numel() const;
   bool on_host() const;
-  std::string shape_text() const;    // "[2, 128, 8, 128]"
+  std::string shape_text() const;  // "[2, 128, 8, 128]"
   std::string strides_text() const;
-  std::string device_text() const;   // "cuda:0", "cpu"
+  std::string device_text() const;  // "cuda:0", "cpu"
   // [first byte, one past the last byte] the view can address; {0, 0} when empty.
   struct Span {
     uintptr_t begin = 0, end = 0;

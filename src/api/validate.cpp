@@ -37,8 +37,7 @@ struct CheckedOptions {
 };
 
 float check_scale(double value, const char* name) {
-  if (!std::isfinite(value) || value <= 0.0)
-    raise(ErrorKind::value, "{}={} must be finite and > 0", name, value);
+  if (!std::isfinite(value) || value <= 0.0) raise(ErrorKind::value, "{}={} must be finite and > 0", name, value);
   const auto as_float = static_cast<float>(value);
   if (!std::isfinite(as_float) || as_float <= 0.0f)
     raise(ErrorKind::value, "{}={} is not finite and > 0 as float32 (it becomes {})", name, value, as_float);
@@ -72,8 +71,7 @@ CheckedOptions check_options(const tsattn_prefill_options* options) {
 
   const int64_t window = options->window_left;
   if (window == 0) raise(ErrorKind::value, "window_left=0 is not allowed; use -1 to disable the window");
-  if (window < -1)
-    raise(ErrorKind::value, "window_left={} is not allowed; use -1 (no window) or a value >= 1", window);
+  if (window < -1) raise(ErrorKind::value, "window_left={} is not allowed; use -1 (no window) or a value >= 1", window);
   if (window >= 1 && checked.mask == MaskMode::variable_window)
     raise(ErrorKind::value, "window_left={} cannot be combined with mask_type='variable_window'", window);
   if (window >= 1 && checked.mask != MaskMode::causal)
@@ -87,12 +85,10 @@ CheckedOptions check_options(const tsattn_prefill_options* options) {
     raise(ErrorKind::value,
           "mask_type='variable_window' requires both variable_window_token_starts and "
           "variable_window_token_ends (missing: {})",
-          has_starts ? "variable_window_token_ends"
-                     : (has_ends ? "variable_window_token_starts" : "both"));
+          has_starts ? "variable_window_token_ends" : (has_ends ? "variable_window_token_starts" : "both"));
   if (checked.mask != MaskMode::variable_window && (has_starts || has_ends))
     raise(ErrorKind::value, "{} is only allowed with mask_type='variable_window' (got mask_type='{}')",
-          has_starts ? "variable_window_token_starts" : "variable_window_token_ends",
-          mask_name(options->mask_type));
+          has_starts ? "variable_window_token_starts" : "variable_window_token_ends", mask_name(options->mask_type));
 
   if (options->has_sm_scale) {
     checked.sm_scale = check_scale(options->sm_scale, "sm_scale");
@@ -103,8 +99,8 @@ CheckedOptions check_options(const tsattn_prefill_options* options) {
   checked.output_scale = check_scale(options->output_scale, "output_scale");
 
   if (options->out_dtype != TSATTN_DTYPE_UNSET && !is_attention_dtype(options->out_dtype))
-    raise(ErrorKind::not_implemented, "out_dtype={} is not supported; supported: {}",
-          dtype_name(options->out_dtype), supported_dtypes());
+    raise(ErrorKind::not_implemented, "out_dtype={} is not supported; supported: {}", dtype_name(options->out_dtype),
+          supported_dtypes());
   checked.out_dtype = options->out_dtype;
   return checked;
 }
@@ -112,8 +108,7 @@ CheckedOptions check_options(const tsattn_prefill_options* options) {
 void check_residency(const CheckedTensor& t, Residency residency, int device_id) {
   if (residency == Residency::host) {
     if (!t.on_host())
-      raise(ErrorKind::value, "{} must be in host memory for the CPU reference (got {})", t.name,
-            t.device_text());
+      raise(ErrorKind::value, "{} must be in host memory for the CPU reference (got {})", t.name, t.device_text());
     return;
   }
   if (t.view->device_type != TSATTN_DEVICE_CUDA)
@@ -228,8 +223,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
 
   // Dtypes: one attention dtype for q, k, v; out's resolved as docs/contract.md says.
   if (!is_attention_dtype(q.view->dtype))
-    raise(ErrorKind::not_implemented, "q has dtype {}; supported: {}", dtype_name(q.view->dtype),
-          supported_dtypes());
+    raise(ErrorKind::not_implemented, "q has dtype {}; supported: {}", dtype_name(q.view->dtype), supported_dtypes());
   if (k.view->dtype != q.view->dtype || v.view->dtype != q.view->dtype)
     raise(ErrorKind::not_implemented, "q, k and v must share one dtype (got q={}, k={}, v={})",
           dtype_name(q.view->dtype), dtype_name(k.view->dtype), dtype_name(v.view->dtype));
@@ -252,8 +246,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
   const int rank = packed ? 3 : 4;
   check_rank(q, rank, q_layout);
   check_rank(k, rank, kv_layout);
-  if (v.shape != k.shape)
-    raise(ErrorKind::value, "v.shape={} must equal k.shape={}", v.shape_text(), k.shape_text());
+  if (v.shape != k.shape) raise(ErrorKind::value, "v.shape={} must equal k.shape={}", v.shape_text(), k.shape_text());
   if (out.shape != q.shape)
     raise(ErrorKind::value, "out.shape={} must equal q.shape={}", out.shape_text(), q.shape_text());
   const int head_axis = rank - 2;
@@ -261,15 +254,14 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
   if (k.shape[rank - 1] != head_dim)
     raise(ErrorKind::value, "head dims differ: q.shape[-1]={} but k.shape[-1]={}", head_dim, k.shape[rank - 1]);
   if (head_dim != 128 && head_dim != 256)
-    raise(ErrorKind::not_implemented, "head_dim={} (q.shape[-1]) is not supported; supported: 128, 256",
-          head_dim);
+    raise(ErrorKind::not_implemented, "head_dim={} (q.shape[-1]) is not supported; supported: 128, 256", head_dim);
   const int64_t hq = q.shape[head_axis], hkv = k.shape[head_axis];
   if (hq < 1 || hkv < 1)
-    raise(ErrorKind::value, "head counts must be >= 1 (got Hq=q.shape[{}]={}, Hkv=k.shape[{}]={})", head_axis,
-          hq, head_axis, hkv);
-  if (hq % hkv != 0)
-    raise(ErrorKind::value, "Hq=q.shape[{}]={} must be a multiple of Hkv=k.shape[{}]={}", head_axis, hq,
+    raise(ErrorKind::value, "head counts must be >= 1 (got Hq=q.shape[{}]={}, Hkv=k.shape[{}]={})", head_axis, hq,
           head_axis, hkv);
+  if (hq % hkv != 0)
+    raise(ErrorKind::value, "Hq=q.shape[{}]={} must be a multiple of Hkv=k.shape[{}]={}", head_axis, hq, head_axis,
+          hkv);
   if (hq > kInt32Max) raise(ErrorKind::value, "Hq={} is too large (int32)", hq);
   p.head_dim = static_cast<int>(head_dim);
   p.num_qo_heads = static_cast<int>(hq);
@@ -289,8 +281,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
   const int64_t q_rows = packed ? p.q_tokens : p.batch * p.q_tokens;
   const int64_t kv_rows = packed ? p.kv_tokens : p.batch * p.kv_tokens;
   if (q_rows > kInt32Max || kv_rows > kInt32Max)
-    raise(ErrorKind::value, "too many tokens: {} query rows and {} key rows; at most 2^31-1 each", q_rows,
-          kv_rows);
+    raise(ErrorKind::value, "too many tokens: {} query rows and {} key rows; at most 2^31-1 each", q_rows, kv_rows);
 
   // Strides and memory.
   for (const CheckedTensor* t : {&q, &k, &v, &out}) check_attention_strides(*t);
@@ -311,8 +302,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
         raise(ErrorKind::value, "{} must be 1-D with B+1 >= 1 entries (got shape {})", t->name, t->shape_text());
       if (residency == Residency::host || t->view->device_type != TSATTN_DEVICE_CUDA) {
         if (!t->on_host())
-          raise(ErrorKind::value, "{} must be on the host or on q's CUDA device (got {})", t->name,
-                t->device_text());
+          raise(ErrorKind::value, "{} must be on the host or on q's CUDA device (got {})", t->name, t->device_text());
       } else {
         check_residency(*t, residency, p.device_id);
         if (t->strides[0] != 1 && t->shape[0] > 1)

@@ -21,8 +21,7 @@ const char* family_entry_header(KernelFamily family) {
 
 GeneratedSource generate_source(const KernelSpec& spec) {
   if (!is_supported(spec))
-    raise(ErrorKind::not_implemented, "no kernel {} in this build's table of supported kernels",
-          canonical_name(spec));
+    raise(ErrorKind::not_implemented, "no kernel {} in this build's table of supported kernels", canonical_name(spec));
   GeneratedSource out;
   out.name = canonical_name(spec);
   out.symbol = kernel_symbol(spec);
@@ -41,8 +40,9 @@ GeneratedSource generate_source(const KernelSpec& spec) {
       "#define TSATTN_NUM_WARPS {num_warps}\n"
       "#include \"{entry}\"\n{planner}{transpose}",
       fmt::arg("name", out.name), fmt::arg("symbol", out.symbol), fmt::arg("head_dim", spec.head_dim),
-      fmt::arg("input", kernel_dtype_code(spec.input_dtype)),
-      fmt::arg("output", kernel_dtype_code(spec.output_dtype)), fmt::arg("mask", kernel_mask_code(spec.mask)), fmt::arg("window", spec.mask == MaskVariant::causal_window ? 1 : 0),
+      fmt::arg("input", kernel_dtype_code(spec.input_dtype)), fmt::arg("output", kernel_dtype_code(spec.output_dtype)),
+      fmt::arg("mask", kernel_mask_code(spec.mask)),
+      fmt::arg("window", spec.mask == MaskVariant::causal_window ? 1 : 0),
       fmt::arg("packed", spec.layout == Layout::packed ? 1 : 0), fmt::arg("block_m", tile.block_m),
       fmt::arg("block_n", tile.block_n), fmt::arg("num_warps", tile.num_warps),
       fmt::arg("entry", family_entry_header(spec.family)),

@@ -11,18 +11,18 @@ namespace tsattn {
 namespace {
 
 // One spelling per enum value; parsing and printing both read these tables.
-constexpr std::array<std::pair<KernelFamily, const char*>, 2> kFamilies{{
-    {KernelFamily::sm80, "sm80"}, {KernelFamily::sm90a, "sm90a"}}};
-constexpr std::array<std::pair<Arch, const char*>, 4> kArchs{{
-    {Arch::sm_80, "sm_80"}, {Arch::sm_90a, "sm_90a"}, {Arch::sm_100, "sm_100"}, {Arch::sm_120, "sm_120"}}};
+constexpr std::array<std::pair<KernelFamily, const char*>, 2> kFamilies{
+    {{KernelFamily::sm80, "sm80"}, {KernelFamily::sm90a, "sm90a"}}};
+constexpr std::array<std::pair<Arch, const char*>, 4> kArchs{
+    {{Arch::sm_80, "sm_80"}, {Arch::sm_90a, "sm_90a"}, {Arch::sm_100, "sm_100"}, {Arch::sm_120, "sm_120"}}};
 constexpr std::array<std::pair<MaskVariant, const char*>, 4> kMasks{{{MaskVariant::dense, "dense"},
                                                                      {MaskVariant::causal, "causal"},
                                                                      {MaskVariant::causal_window, "causal_win"},
                                                                      {MaskVariant::variable_window, "varwin"}}};
-constexpr std::array<std::pair<tsattn_dtype, const char*>, 3> kDtypes{{{TSATTN_DTYPE_FLOAT16, "f16"},
-                                                                      {TSATTN_DTYPE_BFLOAT16, "bf16"},
-                                                                      {TSATTN_DTYPE_FLOAT8_E4M3FN, "e4m3"}}};
-constexpr std::array<std::pair<Layout, const char*>, 2> kLayouts{{{Layout::fixed, "fixed"}, {Layout::packed, "packed"}}};
+constexpr std::array<std::pair<tsattn_dtype, const char*>, 3> kDtypes{
+    {{TSATTN_DTYPE_FLOAT16, "f16"}, {TSATTN_DTYPE_BFLOAT16, "bf16"}, {TSATTN_DTYPE_FLOAT8_E4M3FN, "e4m3"}}};
+constexpr std::array<std::pair<Layout, const char*>, 2> kLayouts{
+    {{Layout::fixed, "fixed"}, {Layout::packed, "packed"}}};
 
 template <class Enum, size_t N>
 const char* name_of(const std::array<std::pair<Enum, const char*>, N>& table, Enum value) {
@@ -72,8 +72,8 @@ uint32_t KernelSpec::id() const {
 }
 
 std::string canonical_name(const KernelSpec& spec) {
-  return fmt::format("prefill.{}.{}.d{}.{}_{}.{}.{}", family_name(spec.family), arch_name(spec.arch),
-                     spec.head_dim, short_dtype_name(spec.input_dtype), short_dtype_name(spec.output_dtype),
+  return fmt::format("prefill.{}.{}.d{}.{}_{}.{}.{}", family_name(spec.family), arch_name(spec.arch), spec.head_dim,
+                     short_dtype_name(spec.input_dtype), short_dtype_name(spec.output_dtype),
                      mask_variant_name(spec.mask), layout_name(spec.layout));
 }
 
@@ -99,9 +99,7 @@ KernelSpec spec_for_problem(const Problem& p, KernelFamily family, Arch arch) {
   spec.arch = arch;
   switch (p.mask) {
     case MaskMode::dense: spec.mask = MaskVariant::dense; break;
-    case MaskMode::causal:
-      spec.mask = p.window_left >= 1 ? MaskVariant::causal_window : MaskVariant::causal;
-      break;
+    case MaskMode::causal: spec.mask = p.window_left >= 1 ? MaskVariant::causal_window : MaskVariant::causal; break;
     case MaskMode::variable_window: spec.mask = MaskVariant::variable_window; break;
   }
   spec.head_dim = p.head_dim;

@@ -41,11 +41,11 @@ struct KernelSpec {
   uint32_t id() const;
 };
 
-const char* family_name(KernelFamily family);  // "sm80", "sm90a"
-const char* arch_name(Arch arch);              // "sm_80", "sm_90a", ...
-const char* mask_variant_name(MaskVariant mask);  // "dense", "causal", "causal_win", "varwin"
+const char* family_name(KernelFamily family);      // "sm80", "sm90a"
+const char* arch_name(Arch arch);                  // "sm_80", "sm_90a", ...
+const char* mask_variant_name(MaskVariant mask);   // "dense", "causal", "causal_win", "varwin"
 const char* short_dtype_name(tsattn_dtype dtype);  // "f16", "bf16", "e4m3"
-const char* layout_name(Layout layout);        // "fixed", "packed"
+const char* layout_name(Layout layout);            // "fixed", "packed"
 
 std::optional<KernelFamily> parse_family(std::string_view text);
 std::optional<Arch> parse_arch(std::string_view text);

@@ -18,7 +18,8 @@ namespace tsattn {
 
 namespace {
 
-const std::set<std::string> kEntryKeys{"family", "head_dim", "input_dtype", "output_dtype", "mask", "layout", "exclude"};
+const std::set<std::string> kEntryKeys{"family", "head_dim", "input_dtype", "output_dtype",
+                                       "mask",   "layout",   "exclude"};
 
 // One axis of an entry: the values given (a scalar or a list), each validated, or the family's.
 template <class T>
@@ -66,13 +67,19 @@ bool matches(const KernelSpec& spec, const nlohmann::json& exclude, const std::s
     if (!value.is_string()) raise(ErrorKind::value, "{}.{}: {} is not a string", path, key, value.dump());
     const std::string text = value.get<std::string>();
     std::string actual;
-    if (key == "input_dtype") actual = short_dtype_name(spec.input_dtype);
-    else if (key == "output_dtype") actual = short_dtype_name(spec.output_dtype);
-    else if (key == "mask") actual = mask_variant_name(spec.mask);
-    else if (key == "layout") actual = layout_name(spec.layout);
-    else if (key == "arch") actual = arch_name(spec.arch);
-    else raise(ErrorKind::value, "{}: unknown key \"{}\" (allowed: head_dim, input_dtype, output_dtype, mask, layout, arch)",
-               path, key);
+    if (key == "input_dtype")
+      actual = short_dtype_name(spec.input_dtype);
+    else if (key == "output_dtype")
+      actual = short_dtype_name(spec.output_dtype);
+    else if (key == "mask")
+      actual = mask_variant_name(spec.mask);
+    else if (key == "layout")
+      actual = layout_name(spec.layout);
+    else if (key == "arch")
+      actual = arch_name(spec.arch);
+    else
+      raise(ErrorKind::value,
+            "{}: unknown key \"{}\" (allowed: head_dim, input_dtype, output_dtype, mask, layout, arch)", path, key);
     if (text != actual) return false;
   }
   return true;
@@ -87,7 +94,8 @@ std::vector<Arch> parse_arch_list(const std::string& text) {
   while (std::getline(stream, item, ',')) {
     if (item.empty()) continue;
     const std::optional<Arch> arch = parse_arch(item);
-    if (!arch) raise(ErrorKind::value, "--arch: {} is not a supported target (supported: sm_80, sm_90a, sm_100, sm_120)", item);
+    if (!arch)
+      raise(ErrorKind::value, "--arch: {} is not a supported target (supported: sm_80, sm_90a, sm_100, sm_120)", item);
     if (std::find(archs.begin(), archs.end(), *arch) == archs.end()) archs.push_back(*arch);
   }
   if (archs.empty()) raise(ErrorKind::value, "--arch: no target given (e.g. --arch sm_90a)");
@@ -131,10 +139,10 @@ std::vector<KernelSpec> expand_manifest(const nlohmann::json& manifest, const st
                                                 parse_text<parse_short_dtype>(), short_dtype_name);
     const auto outputs = read_axis<tsattn_dtype>(entry, path, "output_dtype", axes->output_dtypes,
                                                  parse_text<parse_short_dtype>(), short_dtype_name);
-    const auto masks = read_axis<MaskVariant>(entry, path, "mask", axes->masks, parse_text<parse_mask_variant>(),
-                                              mask_variant_name);
-    const auto layouts = read_axis<Layout>(entry, path, "layout", axes->layouts, parse_text<parse_layout>(),
-                                           layout_name);
+    const auto masks =
+        read_axis<MaskVariant>(entry, path, "mask", axes->masks, parse_text<parse_mask_variant>(), mask_variant_name);
+    const auto layouts =
+        read_axis<Layout>(entry, path, "layout", axes->layouts, parse_text<parse_layout>(), layout_name);
     const nlohmann::json excludes = entry.value("exclude", nlohmann::json::array());
     if (!excludes.is_array()) raise(ErrorKind::value, "{}.exclude: must be a list of objects", path);
     for (size_t e = 0; e < excludes.size(); ++e)
@@ -176,8 +184,10 @@ std::vector<KernelSpec> load_manifest(const std::string& name_or_path, const std
     const auto found = std::find_if(files.begin(), files.end(),
                                     [&](const EmbeddedFile& f) { return f.name == name_or_path + ".json"; });
     if (found == files.end()) {
-      raise(ErrorKind::value, "{}: no built-in manifest has this name (built in: {}); a manifest file's path "
-            "contains a '/' or ends in .json", name_or_path, fmt::join(builtin_manifest_names(), ", "));
+      raise(ErrorKind::value,
+            "{}: no built-in manifest has this name (built in: {}); a manifest file's path "
+            "contains a '/' or ends in .json",
+            name_or_path, fmt::join(builtin_manifest_names(), ", "));
     }
     text = found->text;
   } else {

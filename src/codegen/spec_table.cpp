@@ -143,8 +143,7 @@ std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch) {
     for (tsattn_dtype input : axes->input_dtypes)
       for (tsattn_dtype output : axes->output_dtypes)
         for (MaskVariant mask : axes->masks)
-          for (Layout layout : axes->layouts)
-            specs.push_back({family, arch, mask, head_dim, input, output, layout});
+          for (Layout layout : axes->layouts) specs.push_back({family, arch, mask, head_dim, input, output, layout});
   return specs;
 }
 

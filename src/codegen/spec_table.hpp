@@ -65,15 +65,15 @@ TileConfig tile_config(const KernelSpec& spec);
 // loaded module confirms these through its globals (jit/driver/module_table.cpp).
 struct KernelTraits {
   TileConfig tile{};
-  bool staged_output = false;  // O through shared memory (sm90a D128 with a 16-bit output)
-  bool tma_output = false;     // ... then TMA stores (maps.o, prefill_params.h)
-  int output_store_bytes = 4;  // one store of out: out's address and strides are multiples of it
-  bool chunked_order = true;   // the kernel decodes the list in chunks of params.tiles_per_chunk
-  bool dynamic_order = false;  // the kernel claims slots from params.work_counter when it is set
-  int split_partial_bytes = 0;  // one part's buffer in params.split_partials; 0: no split tail
-  bool pairs = false;           // the module has <symbol>_pairs, for clusters of 2 CTAs
+  bool staged_output = false;      // O through shared memory (sm90a D128 with a 16-bit output)
+  bool tma_output = false;         // ... then TMA stores (maps.o, prefill_params.h)
+  int output_store_bytes = 4;      // one store of out: out's address and strides are multiples of it
+  bool chunked_order = true;       // the kernel decodes the list in chunks of params.tiles_per_chunk
+  bool dynamic_order = false;      // the kernel claims slots from params.work_counter when it is set
+  int split_partial_bytes = 0;     // one part's buffer in params.split_partials; 0: no split tail
+  bool pairs = false;              // the module has <symbol>_pairs, for clusters of 2 CTAs
   bool pairs_along_tiles = false;  // ... which also pairs along query tiles (params.pair_tiles)
-  int dynamic_smem_bytes = 0;   // 0: the module says (sm80 computes its layout in the kernel)
+  int dynamic_smem_bytes = 0;      // 0: the module says (sm80 computes its layout in the kernel)
 };
 
 KernelTraits kernel_traits(const KernelSpec& spec);

@@ -44,9 +44,9 @@ struct KnobInfo {
   // directory and the thread count are resolved when read (default_cache_dir(), hardware threads).
   std::string_view default_text;
   std::string_view doc;
-  bool affects_cache_key;                    // changes generated code or compile options
+  bool affects_cache_key;                     // changes generated code or compile options
   std::span<const std::string_view> choices;  // enumeration: allowed values, lowercase
-  int64_t minimum = 0;                       // integer: smallest accepted value
+  int64_t minimum = 0;                        // integer: smallest accepted value
 };
 
 const KnobInfo& knob_info(Knob knob);
@@ -54,10 +54,10 @@ std::span<const KnobInfo> all_knobs();
 const char* knob_type_name(KnobType type);  // "bool", "int", "string", "path", "path list", "enum"
 
 // Typed getters; each throws ErrorKind::runtime when asked for a knob of another type.
-bool knob_bool(Knob knob);                             // 1/0/true/false/on/off/yes/no, any case
+bool knob_bool(Knob knob);  // 1/0/true/false/on/off/yes/no, any case
 int64_t knob_int(Knob knob);
-std::string knob_string(Knob knob);                    // string, path and enum knobs; enums lowercase
-std::vector<std::string> knob_path_list(Knob knob);    // ':'-separated; empty entries dropped
+std::string knob_string(Knob knob);                  // string, path and enum knobs; enums lowercase
+std::vector<std::string> knob_path_list(Knob knob);  // ':'-separated; empty entries dropped
 
 // Any knob's resolved value as canonical text: bools "1"/"0", ints in decimal, enums lowercase,
 // path lists joined with ':'. Unset and an explicit default give the same text.

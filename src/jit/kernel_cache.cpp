@@ -28,8 +28,8 @@ std::vector<nvrtc::NvrtcHeader> template_headers() {
 }
 
 nlohmann::json spec_json(const KernelSpec& spec) {
-  return {{"family", family_name(spec.family)},      {"arch", arch_name(spec.arch)},
-          {"mask", mask_variant_name(spec.mask)},    {"head_dim", spec.head_dim},
+  return {{"family", family_name(spec.family)},          {"arch", arch_name(spec.arch)},
+          {"mask", mask_variant_name(spec.mask)},        {"head_dim", spec.head_dim},
           {"input_dtype", dtype_name(spec.input_dtype)}, {"output_dtype", dtype_name(spec.output_dtype)},
           {"layout", layout_name(spec.layout)}};
 }
@@ -117,8 +117,8 @@ std::shared_ptr<const CompiledKernel> KernelCache::find_or_compile(const KernelS
   if (std::optional<CachedEntry> entry = disk_.lookup(kernel->key, arch)) {
     kernel->cubin = std::move(entry->payload);
     kernel->metadata = std::move(entry->metadata);
-    kernel->origin = entry->layer == LayerKind::read_only ? KernelOrigin::read_only_layer
-                                                          : KernelOrigin::writable_layer;
+    kernel->origin =
+        entry->layer == LayerKind::read_only ? KernelOrigin::read_only_layer : KernelOrigin::writable_layer;
     logf(LogLevel::info, "kernel {} loaded from {}", kernel->name, entry->path);
     return kernel;
   }
@@ -139,11 +139,11 @@ std::shared_ptr<const CompiledKernel> KernelCache::find_or_compile(const KernelS
   }
   const nvrtc::PtxasReport& ptxas = compiled.ptxas;
   if (ptxas.spill_store_bytes > 0 || ptxas.spill_load_bytes > 0 || !ptxas.serialization_notes.empty())
-    warn_once(kernel->name, fmt::format("kernel {} spills {} bytes or serializes wgmma ({} notes{}{})", kernel->name,
-                                        ptxas.spill_store_bytes + ptxas.spill_load_bytes,
-                                        ptxas.serialization_notes.size(),
-                                        ptxas.serialization_notes.empty() ? "" : "; first: ",
-                                        ptxas.serialization_notes.empty() ? "" : ptxas.serialization_notes.front()));
+    warn_once(kernel->name,
+              fmt::format("kernel {} spills {} bytes or serializes wgmma ({} notes{}{})", kernel->name,
+                          ptxas.spill_store_bytes + ptxas.spill_load_bytes, ptxas.serialization_notes.size(),
+                          ptxas.serialization_notes.empty() ? "" : "; first: ",
+                          ptxas.serialization_notes.empty() ? "" : ptxas.serialization_notes.front()));
   EntryMetadata metadata;
   metadata.canonical_name = kernel->name;
   metadata.spec = spec_json(spec);
@@ -175,9 +175,12 @@ KernelCacheCounters KernelCache::counters() const {
 }
 
 driver::ModuleSource module_source(const CompiledKernel& kernel) {
-  return driver::ModuleSource{kernel.name,        kernel.symbol,
-                              kernel.cubin,       kernel.spec.layout == Layout::packed,
-                              transposes_v(kernel.spec), kernel_traits(kernel.spec)};
+  return driver::ModuleSource{kernel.name,
+                              kernel.symbol,
+                              kernel.cubin,
+                              kernel.spec.layout == Layout::packed,
+                              transposes_v(kernel.spec),
+                              kernel_traits(kernel.spec)};
 }
 
 }  // namespace tsattn::jit

@@ -32,7 +32,8 @@ PrecompileSummary precompile(const std::vector<KernelSpec>& specs, const std::st
   config.writable_root = out_dir;
   KernelCache cache(config, /*jit_enabled=*/true);
   if (cache.disk().writable_state() != WritableState::ready)
-    raise(ErrorKind::runtime, "cannot write kernels to {} ({})", out_dir, writable_state_name(cache.disk().writable_state()));
+    raise(ErrorKind::runtime, "cannot write kernels to {} ({})", out_dir,
+          writable_state_name(cache.disk().writable_state()));
 
   PrecompileSummary summary;
   summary.out_dir = out_dir;
@@ -54,9 +55,12 @@ PrecompileSummary precompile(const std::vector<KernelSpec>& specs, const std::st
     event.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
     const bool keep_on = keep_going || event.status != "failed";
     std::lock_guard lock(mutex);
-    if (event.status == "compiled") ++summary.compiled;
-    else if (event.status == "cached") ++summary.cached;
-    else ++summary.failed;
+    if (event.status == "compiled")
+      ++summary.compiled;
+    else if (event.status == "cached")
+      ++summary.cached;
+    else
+      ++summary.failed;
     if (on_event) on_event(event);
     summary.events.push_back(std::move(event));
     return keep_on;

@@ -14,8 +14,8 @@ struct PrecompileEvent {
   std::string name;    // canonical kernel name
   std::string status;  // "compiled", "cached" (already in the directory) or "failed"
   double seconds = 0;
-  std::string key;     // hex cache key; empty on failure
-  std::string error;   // on failure
+  std::string key;    // hex cache key; empty on failure
+  std::string error;  // on failure
 };
 
 struct PrecompileSummary {

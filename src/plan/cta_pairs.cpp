@@ -8,9 +8,7 @@ PairAxis choose_pair_axis(const Problem& p, PairsKernel kernel) {
   return PairAxis::none;
 }
 
-int64_t list_tile_rows(PairAxis axis, int64_t block_m) {
-  return axis == PairAxis::query_tiles ? 2 * block_m : block_m;
-}
+int64_t list_tile_rows(PairAxis axis, int64_t block_m) { return axis == PairAxis::query_tiles ? 2 * block_m : block_m; }
 
 const char* pair_axis_name(PairAxis axis) {
   switch (axis) {

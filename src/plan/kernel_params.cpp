@@ -33,8 +33,8 @@ TsattnPrefillParams make_kernel_params(const Problem& p) {
   k.num_qo_heads = p.num_qo_heads;
   k.group_size = p.group_size();
   // A window wider than every request is no window; clamping keeps i + Sk - Sq - W in int32.
-  k.window_left = p.window_left >= 1 ? static_cast<int>(std::min<int64_t>(p.window_left, std::max<int64_t>(p.kv_tokens, 1)))
-                                     : -1;
+  k.window_left =
+      p.window_left >= 1 ? static_cast<int>(std::min<int64_t>(p.window_left, std::max<int64_t>(p.kv_tokens, 1))) : -1;
   k.window_starts = p.window_starts.data;
   k.window_ends = p.window_ends.data;
   k.starts_batch_stride = p.window_starts.batch_stride;

@@ -41,7 +41,8 @@ WorkspaceLayout workspace_layout(const Problem& p, const LaunchPlan& plan, const
         // buffer for each of the two parts of the slot cut there.
         const int64_t ctas = plan.walkers.slots * (plan.paired() ? 2 : 1);
         w.split_counts = packer.add(static_cast<size_t>(ctas * 8) * sizeof(int));
-        w.split_partials = packer.add(static_cast<size_t>(ctas * 2) * static_cast<size_t>(kernel.split_partial_bytes), 256);
+        w.split_partials =
+            packer.add(static_cast<size_t>(ctas * 2) * static_cast<size_t>(kernel.split_partial_bytes), 256);
       }
       break;
     case TileList::host_planned:
@@ -90,8 +91,8 @@ LaunchPlan plan_launch(const Problem& p, const KernelFacts& kernel, int multipro
 
   const int64_t resident = int64_t{multiprocessors} * kernel.ctas_per_multiprocessor;
   const std::vector<TsattnTile>* host_tiles = plan.tile_list == TileList::host_planned ? &plan.host_tiles : nullptr;
-  plan.dynamic_order = kernel.dynamic_order &&
-                       claims_dynamically(p, knob(Knob::work_order), tile_rows, host_tiles, resident);
+  plan.dynamic_order =
+      kernel.dynamic_order && claims_dynamically(p, knob(Knob::work_order), tile_rows, host_tiles, resident);
   if (!plan.launches) return plan;
 
   // Persistent walkers: as many as fit at once, never more than the work.

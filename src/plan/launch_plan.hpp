@@ -27,9 +27,9 @@ namespace tsattn {
 // What the plan needs of the loaded kernel (driver::LoadedKernel) and of the kernel choice.
 struct KernelFacts {
   int block_m = 0;
-  int block_n = 0;  // the table's tile (sm90a); a split tail counts key tiles of it
-  bool dynamic_order = false;  // the kernel can claim items from params.work_counter
-  bool chunked_order = true;   // the kernel reads params.tiles_per_chunk
+  int block_n = 0;              // the table's tile (sm90a); a split tail counts key tiles of it
+  bool dynamic_order = false;   // the kernel can claim items from params.work_counter
+  bool chunked_order = true;    // the kernel reads params.tiles_per_chunk
   int split_partial_bytes = 0;  // one part's buffer of a split slot; 0: no split tail
   int ctas_per_multiprocessor = 0;
   bool pairs = false;  // a pairs kernel, and a cluster of two fits on the device
@@ -56,7 +56,7 @@ struct Region {
 //   packed, GPU indptrs: tile count, work counter and room for max_tiles tiles (the planner
 //     writes all three).
 struct WorkspaceLayout {
-  size_t bytes = 0;  // 0: no workspace
+  size_t bytes = 0;         // 0: no workspace
   size_t upload_bytes = 0;  // [0, upload_bytes) is upload_image()
   Region tile_count, work_counter, tiles, qo_indptr, kv_indptr, split_counts, split_partials;
   // cuMemsetD32Async clears these before the launches: the counter of the fixed layout's dynamic
@@ -75,19 +75,19 @@ struct LaunchPlan {
   int64_t tile_rows = 0;  // rows per tile of the list (2 x BLOCK_M for pairs along query tiles)
   TileList tile_list = TileList::implicit;
   std::vector<TsattnTile> host_tiles;  // host_planned: every tile, heaviest first
-  int64_t max_tiles = 0;  // an upper bound on the tiles the kernel sees
+  int64_t max_tiles = 0;               // an upper bound on the tiles the kernel sees
   // (query tiles + requests) x query heads: what a dynamic-order kernel must number below 2^31.
   int64_t max_items = 0;
-  int64_t items = 0;  // max_tiles x query heads; 0: nothing to launch
+  int64_t items = 0;      // max_tiles x query heads; 0: nothing to launch
   bool launches = false;  // items > 0; nothing below is planned otherwise
   bool dynamic_order = false;
-  ListWalkers walkers;  // the grid: CTA pairs (clusters of 2) when paired, else CTAs
+  ListWalkers walkers;      // the grid: CTA pairs (clusters of 2) when paired, else CTAs
   int64_t split_slots = 0;  // the last slots that go out by key tiles (params.split_slots); 0: none
   int64_t split_steps = 0;  // key tiles per slot, with a split tail
   int tiles_per_chunk = 1;
   WorkspaceLayout workspace;
   bool plans_on_device = false;  // the device planner runs first, for max_tiles tiles
-  unsigned transpose_ctas = 0;  // the V^T pre-pass: x CTAs of 128 threads by kv heads; 0: none
+  unsigned transpose_ctas = 0;   // the V^T pre-pass: x CTAs of 128 threads by kv heads; 0: none
 
   bool paired() const { return pair_axis != PairAxis::none; }
   int64_t slots() const { return items / walkers.items_per_slot; }

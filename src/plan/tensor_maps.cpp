@@ -27,7 +27,8 @@ constexpr cuuint64_t kBoxRowBytes = 128;
 constexpr int64_t kCoordinateLimit = int64_t{1} << 31;
 
 // The maps carry the templates' descriptor bytes as the driver's type.
-static_assert(sizeof(CUtensorMap) == sizeof(TsattnTmaDescriptor) && alignof(CUtensorMap) == alignof(TsattnTmaDescriptor),
+static_assert(sizeof(CUtensorMap) == sizeof(TsattnTmaDescriptor) &&
+                  alignof(CUtensorMap) == alignof(TsattnTmaDescriptor),
               "TsattnTmaDescriptor (prefill_params.h) must match cuda.h's CUtensorMap");
 
 const char* const kStridedDims[3] = {"head", "token", "batch"};  // dims 1..3 of a map
@@ -51,8 +52,8 @@ cuuint64_t stand_in_stride(cuuint64_t inner_stride, cuuint64_t inner_extent) {
 }
 
 // Fills g for one of q, k, v, out, or says which rule the tensor breaks.
-std::optional<std::string> describe(const char* name, const TokenTensor& t, int head_dim, const Extents& e,
-                                    int rows, cuuint64_t element_bytes, TensorMapGeometry& g) {
+std::optional<std::string> describe(const char* name, const TokenTensor& t, int head_dim, const Extents& e, int rows,
+                                    cuuint64_t element_bytes, TensorMapGeometry& g) {
   g.tensor = name;
   g.base = t.data;
   // Every extent is at least 1 (the driver's rule): a tensor without tokens is never loaded from,
@@ -116,9 +117,9 @@ std::optional<std::string> check_output(const Problem& p, int out_store_bytes) {
 // map with box {128, D, 1, 1}.
 std::optional<std::string> describe_transposed_v(const Problem& p, TransposedV& t) {
   // At least one group: extents are >= 1 and the workspace is never empty.
-  t.keys = std::max<int64_t>(p.layout == Layout::packed ? TSATTN_VT_PACKED_START(p.kv_tokens, p.batch)
-                                                        : TSATTN_VT_FIXED_KEYS(p.kv_tokens),
-                             32);
+  t.keys = std::max<int64_t>(
+      p.layout == Layout::packed ? TSATTN_VT_PACKED_START(p.kv_tokens, p.batch) : TSATTN_VT_FIXED_KEYS(p.kv_tokens),
+      32);
   if (t.keys >= kCoordinateLimit)
     return fmt::format("V^T would have {} columns (kv tokens {}, batch {}); TMA coordinates are 32-bit", t.keys,
                        p.kv_tokens, p.batch);
@@ -177,8 +178,7 @@ TensorMapPlanOrReason plan_tensor_maps(const Problem& p, const MapShape& shape) 
   const bool e4m3 = p.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN;
   plan.data_type = map_data_type(p.input_dtype);
   const auto element_bytes = static_cast<cuuint64_t>(dtype_size(p.input_dtype));
-  std::optional<std::string> why =
-      describe("q", p.q, p.head_dim, q_extents(p), shape.block_m, element_bytes, plan.q);
+  std::optional<std::string> why = describe("q", p.q, p.head_dim, q_extents(p), shape.block_m, element_bytes, plan.q);
   if (!why) why = describe("k", p.k, p.head_dim, kv_extents(p), shape.block_n, element_bytes, plan.k);
   if (!why) {
     if (e4m3) {

@@ -27,7 +27,7 @@ namespace tsattn {
 // One rank-4 map of q, k, v or out, as cuTensorMapEncodeTiled takes it: {d, head, token, batch},
 // or for V^T {key, d, kv head, batch}.
 struct TensorMapGeometry {
-  const char* tensor = "";   // "q", "k", "v", "out" or "v^T", for reasons
+  const char* tensor = "";  // "q", "k", "v", "out" or "v^T", for reasons
   void* base = nullptr;
   cuuint64_t dims[4] = {};     // elements, each >= 1
   cuuint64_t strides[3] = {};  // bytes between neighbours along dims 1..3 (dim 0 is contiguous)

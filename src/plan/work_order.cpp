@@ -63,8 +63,8 @@ using ShapeKey = std::tuple<int64_t, int64_t, int64_t, int, int, int, int64_t, i
 int memoized_fixed_chunk(const Problem& p, int block_m, ListWalkers walkers) {
   static std::mutex mutex;
   static std::map<ShapeKey, int> chosen;
-  const ShapeKey key{p.batch, p.q_tokens, p.kv_tokens, p.num_qo_heads, p.group_size(), block_m, walkers.slots,
-                     walkers.items_per_slot};
+  const ShapeKey key{p.batch,        p.q_tokens, p.kv_tokens,   p.num_qo_heads,
+                     p.group_size(), block_m,    walkers.slots, walkers.items_per_slot};
   {
     const std::lock_guard lock(mutex);
     if (auto found = chosen.find(key); found != chosen.end()) return found->second;

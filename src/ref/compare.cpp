@@ -18,8 +18,8 @@ Tolerance tolerance_for(tsattn_dtype input, tsattn_dtype output) {
   }
 }
 
-Comparison compare_output(tsattn_dtype output_dtype, const void* actual, const std::vector<float>& expected,
-                          int heads, int head_dim, Tolerance tolerance) {
+Comparison compare_output(tsattn_dtype output_dtype, const void* actual, const std::vector<float>& expected, int heads,
+                          int head_dim, Tolerance tolerance) {
   Comparison c;
   c.elements = static_cast<int64_t>(expected.size());
   auto where = [&](int64_t i) {

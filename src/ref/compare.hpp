@@ -23,18 +23,18 @@ Tolerance tolerance_for(tsattn_dtype input, tsattn_dtype output);
 
 struct Comparison {
   int64_t elements = 0;
-  int64_t unwritten = 0;          // NaN: still the poison the test wrote, or a NaN result
+  int64_t unwritten = 0;  // NaN: still the poison the test wrote, or a NaN result
   int64_t outside_tolerance = 0;
   double max_abs_error = 0;
-  double rel_norm_error = 0;      // ||a - e|| / ||e|| (absolute when ||e|| == 0)
-  double rounding_floor = 0;      // ||round(e) - e|| / ||e||: the oracle rounded to the output dtype
-  std::string first_problem;      // "element 17 (row 0, head 0, d 17): got 0.1 want 0.2"
+  double rel_norm_error = 0;  // ||a - e|| / ||e|| (absolute when ||e|| == 0)
+  double rounding_floor = 0;  // ||round(e) - e|| / ||e||: the oracle rounded to the output dtype
+  std::string first_problem;  // "element 17 (row 0, head 0, d 17): got 0.1 want 0.2"
   bool passed() const { return unwritten == 0 && outside_tolerance == 0; }
 };
 
 // actual: compact [rows][heads][head_dim] elements of output_dtype; expected: the oracle's values
 // in the same order (reference_prefill).
-Comparison compare_output(tsattn_dtype output_dtype, const void* actual, const std::vector<float>& expected,
-                          int heads, int head_dim, Tolerance tolerance);
+Comparison compare_output(tsattn_dtype output_dtype, const void* actual, const std::vector<float>& expected, int heads,
+                          int head_dim, Tolerance tolerance);
 
 }  // namespace tsattn::ref

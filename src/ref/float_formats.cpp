@@ -37,7 +37,7 @@ uint32_t round_magnitude(float value, const NarrowFormat& format) {
   // Below the normal range the quantum stays that of the smallest normal: subnormals.
   const int exponent = std::max(binary_exponent - 1, min_exponent);
   const double scaled = std::ldexp(magnitude, format.mantissa_bits - exponent);  // < 2^(m+1)
-  int64_t significand = static_cast<int64_t>(scaled);  // truncation: scaled >= 0
+  int64_t significand = static_cast<int64_t>(scaled);                            // truncation: scaled >= 0
   const double fraction = scaled - static_cast<double>(significand);
   if (fraction > 0.5 || (fraction == 0.5 && significand % 2 != 0)) ++significand;
   // (exponent - min_exponent) << m plus the significand covers normals, subnormals (exponent
@@ -50,8 +50,7 @@ uint32_t float_bits(float value) { return std::bit_cast<uint32_t>(value); }
 
 [[noreturn]] void unsupported(tsattn_dtype dtype) {
   throw Error(ErrorKind::not_implemented,
-              "the CPU oracle reads and writes float16, bfloat16 and float8_e4m3fn, not " +
-                  dtype_name(dtype));
+              "the CPU oracle reads and writes float16, bfloat16 and float8_e4m3fn, not " + dtype_name(dtype));
 }
 
 uint16_t read_u16(const void* base, int64_t index) {
@@ -126,8 +125,7 @@ float load_element(tsattn_dtype dtype, const void* base, int64_t index) {
   switch (dtype) {
     case TSATTN_DTYPE_FLOAT16: return half_to_float(read_u16(base, index));
     case TSATTN_DTYPE_BFLOAT16: return bfloat16_to_float(read_u16(base, index));
-    case TSATTN_DTYPE_FLOAT8_E4M3FN:
-      return e4m3_to_float(static_cast<const uint8_t*>(base)[index]);
+    case TSATTN_DTYPE_FLOAT8_E4M3FN: return e4m3_to_float(static_cast<const uint8_t*>(base)[index]);
     default: unsupported(dtype);
   }
 }
@@ -136,9 +134,7 @@ void store_element(tsattn_dtype dtype, void* base, int64_t index, float value) {
   switch (dtype) {
     case TSATTN_DTYPE_FLOAT16: write_u16(base, index, float_to_half(value)); return;
     case TSATTN_DTYPE_BFLOAT16: write_u16(base, index, float_to_bfloat16(value)); return;
-    case TSATTN_DTYPE_FLOAT8_E4M3FN:
-      static_cast<uint8_t*>(base)[index] = float_to_e4m3(value);
-      return;
+    case TSATTN_DTYPE_FLOAT8_E4M3FN: static_cast<uint8_t*>(base)[index] = float_to_e4m3(value); return;
     default: unsupported(dtype);
   }
 }

@@ -48,10 +48,10 @@ constexpr int kAccumulators = 4;
 // keys tile by tile with every query vector of a work item inside, so a tile of K or V (16 KiB
 // for D 128) comes from memory once per item and then from L1.
 template <class T>
-constexpr int64_t kKeyTile = kAccumulators * kLanes<T>;
+constexpr int64_t kKeyTile = kAccumulators* kLanes<T>;
 // Output columns one PV pass keeps in registers while streaming over keys.
 template <class T>
-constexpr int64_t kColumnChunk = kAccumulators * kLanes<T>;
+constexpr int64_t kColumnChunk = kAccumulators* kLanes<T>;
 // Query vectors (rows times the heads of one GQA group) per work item: they share one K/V pass,
 // and their score rows (32 x Sk) stay small enough to live in cache.
 constexpr int64_t kVectorsPerItem = 32;
@@ -79,27 +79,27 @@ template <class T>
 struct Workspace {
   int64_t request = -1;
   int kv_head = -1;
-  std::vector<T> k_tiles;  // [ceil(Sk / tile)][D][tile], zero padded
-  std::vector<T> v;        // [Sk][D]
-  std::vector<T> q;        // [vectors][D]
-  std::vector<T> scores;   // [vectors][Sk rounded up to a whole tile]
-  std::vector<T> out;      // [vectors][D]
-  std::vector<T> sums;     // [vectors]
+  std::vector<T> k_tiles;        // [ceil(Sk / tile)][D][tile], zero padded
+  std::vector<T> v;              // [Sk][D]
+  std::vector<T> q;              // [vectors][D]
+  std::vector<T> scores;         // [vectors][Sk rounded up to a whole tile]
+  std::vector<T> out;            // [vectors][D]
+  std::vector<T> sums;           // [vectors]
   std::vector<KeyRange> ranges;  // per query row of the item
-  std::vector<float> row;  // one row before widening to T
+  std::vector<float> row;        // one row before widening to T
 };
 
 void require_host(const Problem& p, const char* what) {
   if (p.residency != Residency::host)
     throw Error(ErrorKind::value, fmt::format("{} reads host memory; the Problem was validated "
-                                              "for CUDA tensors", what));
+                                              "for CUDA tensors",
+                                              what));
   if (p.layout == Layout::packed &&
       (std::ssize(p.qo_indptr_host) != p.batch + 1 || std::ssize(p.kv_indptr_host) != p.batch + 1))
     throw Error(ErrorKind::value, fmt::format("{} needs the packed indptrs on the host", what));
   if (p.head_dim % kColumnChunk<float> != 0)
-    throw Error(ErrorKind::not_implemented,
-                fmt::format("{} handles head dims that are multiples of {}, not {}", what,
-                            kColumnChunk<float>, p.head_dim));
+    throw Error(ErrorKind::not_implemented, fmt::format("{} handles head dims that are multiples of {}, not {}", what,
+                                                        kColumnChunk<float>, p.head_dim));
 }
 
 int64_t element_offset(const TokenTensor& t, int64_t b, int64_t token, int64_t head) {
@@ -111,8 +111,7 @@ KeyRange visible_keys(const Problem& p, int64_t b, int64_t i, int64_t q_len, int
     case MaskMode::dense: return {0, kv_len - 1};
     case MaskMode::causal: return causal_key_range(i, q_len, kv_len, p.window_left);
     case MaskMode::variable_window:
-      return variable_key_range(p.window_bound(p.window_starts, b, i),
-                                p.window_bound(p.window_ends, b, i), kv_len);
+      return variable_key_range(p.window_bound(p.window_starts, b, i), p.window_bound(p.window_ends, b, i), kv_len);
   }
   return {0, -1};
 }
@@ -137,8 +136,7 @@ void decode_kv(const Problem& p, int64_t b, int kv_head, Workspace<T>& ws) {
     decode_row(p, p.k, element_offset(p.k, b, first_token + j, kv_head), ws, key.data());
     T* column = ws.k_tiles.data() + (j / tile) * tile * d_count + j % tile;
     for (int64_t d = 0; d < d_count; ++d) column[d * tile] = key[static_cast<size_t>(d)];
-    decode_row(p, p.v, element_offset(p.v, b, first_token + j, kv_head), ws,
-               ws.v.data() + j * d_count);
+    decode_row(p, p.v, element_offset(p.v, b, first_token + j, kv_head), ws, ws.v.data() + j * d_count);
   }
   ws.request = b;
   ws.kv_head = kv_head;
@@ -158,8 +156,7 @@ TSATTN_REF_KERNEL void score_tile(const T* q, const T* k_tile, int64_t d_count, 
       acc[u] += qd * keys;
     }
   }
-  for (int u = 0; u < kAccumulators; ++u)
-    std::memcpy(scores + u * kLanes<T>, &acc[u], sizeof acc[u]);
+  for (int u = 0; u < kAccumulators; ++u) std::memcpy(scores + u * kLanes<T>, &acc[u], sizeof acc[u]);
 }
 
 // Turns scores[first..last] into unnormalized softmax weights in place; returns their sum.
@@ -190,14 +187,13 @@ TSATTN_REF_KERNEL T softmax_weights(T* scores, int64_t first, int64_t last, T sc
 
 // out += sum_{j in [first, last]} weights[j] * v[j].
 template <class T>
-TSATTN_REF_KERNEL void accumulate_pv(const T* weights, const T* v, int64_t first, int64_t last,
-                                     int64_t d_count, T* out) {
+TSATTN_REF_KERNEL void accumulate_pv(const T* weights, const T* v, int64_t first, int64_t last, int64_t d_count,
+                                     T* out) {
   using Vec = typename Simd<T>::Vec;
   for (int64_t c = 0; c < d_count; c += kColumnChunk<T>) {
     // Accumulators copied one by one, so that they live in registers, not in memory.
     Vec acc[kAccumulators];
-    for (int u = 0; u < kAccumulators; ++u)
-      std::memcpy(&acc[u], out + c + u * kLanes<T>, sizeof acc[u]);
+    for (int u = 0; u < kAccumulators; ++u) std::memcpy(&acc[u], out + c + u * kLanes<T>, sizeof acc[u]);
     for (int64_t j = first; j <= last; ++j) {
       const T w = weights[j];
       const T* row = v + j * d_count + c;
@@ -207,14 +203,12 @@ TSATTN_REF_KERNEL void accumulate_pv(const T* weights, const T* v, int64_t first
         acc[u] += w * values;
       }
     }
-    for (int u = 0; u < kAccumulators; ++u)
-      std::memcpy(out + c + u * kLanes<T>, &acc[u], sizeof acc[u]);
+    for (int u = 0; u < kAccumulators; ++u) std::memcpy(out + c + u * kLanes<T>, &acc[u], sizeof acc[u]);
   }
 }
 
 template <class T>
-TSATTN_REF_CLONES void run_item(const Problem& p, const WorkItem& item, Workspace<T>& ws,
-                                float* result) {
+TSATTN_REF_CLONES void run_item(const Problem& p, const WorkItem& item, Workspace<T>& ws, float* result) {
   const int64_t b = item.request, q_len = p.q_len(b), kv_len = p.kv_len(b);
   const int64_t group = p.group_size(), d_count = p.head_dim;
   const int64_t rows = item.row_end - item.row_begin, vectors = rows * group;
@@ -242,10 +236,8 @@ TSATTN_REF_CLONES void run_item(const Problem& p, const WorkItem& item, Workspac
   const int64_t first_q_token = p.q_token_offset(b);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t g = 0; g < group; ++g)
-      decode_row(p, p.q,
-                 element_offset(p.q, b, first_q_token + item.row_begin + r,
-                                item.kv_head * group + g),
-                 ws, ws.q.data() + (r * group + g) * d_count);
+      decode_row(p, p.q, element_offset(p.q, b, first_q_token + item.row_begin + r, item.kv_head * group + g), ws,
+                 ws.q.data() + (r * group + g) * d_count);
 
   auto range_of = [&](int64_t vec) { return ws.ranges[static_cast<size_t>(vec / group)]; };
   const int64_t first_tile = lo / tile * tile;
@@ -263,8 +255,8 @@ TSATTN_REF_CLONES void run_item(const Problem& p, const WorkItem& item, Workspac
   for (int64_t vec = 0; vec < vectors; ++vec) {
     const KeyRange range = range_of(vec);
     if (!range.empty())
-      ws.sums[static_cast<size_t>(vec)] = softmax_weights(
-          ws.scores.data() + vec * padded_keys, range.first, range.last, sm_scale);
+      ws.sums[static_cast<size_t>(vec)] =
+          softmax_weights(ws.scores.data() + vec * padded_keys, range.first, range.last, sm_scale);
   }
 
   for (int64_t t = first_tile; t <= hi; t += tile) {
@@ -339,18 +331,14 @@ void parallel_for(size_t count, const Body& body) {
 
 template <class T>
 void run_items(const Problem& p, const std::vector<WorkItem>& items, float* result) {
-  parallel_for<Workspace<T>>(items.size(), [&](size_t i, Workspace<T>& ws) {
-    run_item(p, items[i], ws, result);
-  });
+  parallel_for<Workspace<T>>(items.size(), [&](size_t i, Workspace<T>& ws) { run_item(p, items[i], ws, result); });
 }
 
 struct NoState {};
 
 }  // namespace
 
-int64_t output_rows(const Problem& p) {
-  return p.layout == Layout::fixed ? p.batch * p.q_tokens : p.q_tokens;
-}
+int64_t output_rows(const Problem& p) { return p.layout == Layout::fixed ? p.batch * p.q_tokens : p.q_tokens; }
 
 int64_t output_row(const Problem& p, int64_t b, int64_t i) {
   return p.layout == Layout::fixed ? b * p.q_tokens + i : p.q_token_offset(b) + i;
@@ -358,8 +346,7 @@ int64_t output_row(const Problem& p, int64_t b, int64_t i) {
 
 std::vector<float> reference_prefill(const Problem& p, Accumulation acc) {
   require_host(p, "reference_prefill");
-  std::vector<float> result(
-      static_cast<size_t>(output_rows(p) * p.num_qo_heads * p.head_dim), 0.0f);
+  std::vector<float> result(static_cast<size_t>(output_rows(p) * p.num_qo_heads * p.head_dim), 0.0f);
   const std::vector<WorkItem> items = make_work_items(p);
   if (acc == Accumulation::fp64)
     run_items<double>(p, items, result.data());
@@ -372,9 +359,8 @@ void write_output(const Problem& p, const std::vector<float>& values) {
   require_host(p, "write_output");
   const int64_t heads = p.num_qo_heads, d_count = p.head_dim;
   if (std::ssize(values) != output_rows(p) * heads * d_count)
-    throw Error(ErrorKind::value,
-                fmt::format("write_output: {} values for an output of {} rows x {} heads x {}",
-                            values.size(), output_rows(p), heads, d_count));
+    throw Error(ErrorKind::value, fmt::format("write_output: {} values for an output of {} rows x {} heads x {}",
+                                              values.size(), output_rows(p), heads, d_count));
   // Encoding is slow enough per element (~20 ns) to be worth all threads on large outputs.
   std::vector<std::pair<int64_t, int64_t>> rows;  // (request, row)
   for (int64_t b = 0; b < p.batch; ++b)
@@ -388,8 +374,7 @@ void write_output(const Problem& p, const std::vector<float>& values) {
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t dst = element_offset(p.out, b, p.q_token_offset(b) + i, h);
         const float* src = values.data() + (output_row(p, b, i) * heads + h) * d_count;
-        for (int64_t d = 0; d < d_count; ++d)
-          store_element(p.output_dtype, p.out.data, dst + d, src[d]);
+        for (int64_t d = 0; d < d_count; ++d) store_element(p.output_dtype, p.out.data, dst + d, src[d]);
       }
     }
   });

@@ -42,8 +42,7 @@ __device__ __forceinline__ KeyRange clamp_key_range(i64 lo, i64 hi, int kv_len) 
 }
 
 // Keys visible to row i (0 <= i < r.q_len) of request b.
-__device__ __forceinline__ KeyRange row_key_range(const TsattnPrefillParams& p,
-                                                  const RequestExtent& r, int b, int i) {
+__device__ __forceinline__ KeyRange row_key_range(const TsattnPrefillParams& p, const RequestExtent& r, int b, int i) {
 #if TSATTN_MASK == TSATTN_MASK_CODE_DENSE
   (void)p;
   (void)b;
@@ -69,9 +68,7 @@ __device__ __forceinline__ KeyRange row_key_range(const TsattnPrefillParams& p,
 #endif
 }
 
-__device__ __forceinline__ bool key_visible(const KeyRange& range, int j) {
-  return range.lo <= j && j <= range.hi;
-}
+__device__ __forceinline__ bool key_visible(const KeyRange& range, int j) { return range.lo <= j && j <= range.hi; }
 
 }  // namespace tsattn_dev
 

@@ -10,9 +10,7 @@
 namespace tsattn_dev {
 
 // 32-bit shared-memory address of a generic pointer into shared memory.
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-  return static_cast<u32>(__cvta_generic_to_shared(p));
-}
+__device__ __forceinline__ u32 smem_u32(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
 
 // d = a * b + c for one warp: A 16x16 row-major (4 regs of 2 halves), B 16x8 col-major (2 regs),
 // C/D 16x8 fp32 (4 regs). Fragment ownership (g = lane / 4, c = lane % 4):
@@ -57,14 +55,10 @@ __device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], u32 addr) {
 // tensor's end. Both addresses must be 16-byte aligned (docs/contract.md: strides keep 16-byte alignment).
 __device__ __forceinline__ void cp_async_16(u32 smem_addr, const void* gmem, bool valid) {
   const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr), "l"(gmem),
-               "r"(src_bytes)
-               : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr), "l"(gmem), "r"(src_bytes) : "memory");
 }
 
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 
 // Waits until at most n committed groups of this thread are still in flight.
 template <int n>
@@ -73,15 +67,11 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 __device__ __forceinline__ void st_shared_v4(u32 addr, u32 a, u32 b, u32 c, u32 d) {
-  asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d)
-               : "memory");
+  asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
 __device__ __forceinline__ void ld_shared_v4(u32 addr, u32& a, u32& b, u32& c, u32& d) {
-  asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(a), "=r"(b), "=r"(c), "=r"(d)
-               : "r"(addr)
-               : "memory");
+  asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];" : "=r"(a), "=r"(b), "=r"(c), "=r"(d) : "r"(addr) : "memory");
 }
 
 __device__ __forceinline__ void st_shared_b32(u32 addr, u32 v) {
@@ -95,14 +85,11 @@ __device__ __forceinline__ void st_shared_b16(u32 addr, u32 v) {
 // 16-byte global load/store (addresses 16-byte aligned). The load goes through the read-only
 // non-coherent path: q/k/v are never written by this kernel (docs/contract.md: out may not overlap them).
 __device__ __forceinline__ void ld_global_nc_v4(const void* p, u32 (&r)[4]) {
-  asm volatile("ld.global.nc.v4.b32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "l"(p));
+  asm volatile("ld.global.nc.v4.b32 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "l"(p));
 }
 
 __device__ __forceinline__ void st_global_v4(void* p, u32 a, u32 b, u32 c, u32 d) {
-  asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d)
-               : "memory");
+  asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
 }  // namespace tsattn_dev

@@ -26,12 +26,18 @@ __device__ __forceinline__ u32 float_bits(float x) { return __float_as_uint(x); 
 __device__ __forceinline__ float bits_float(u32 x) { return __uint_as_float(x); }
 #else
 __host__ inline u32 float_bits(float x) {
-  union { float f; u32 u; } v;
+  union {
+    float f;
+    u32 u;
+  } v;
   v.f = x;
   return v.u;
 }
 __host__ inline float bits_float(u32 x) {
-  union { u32 u; float f; } v;
+  union {
+    u32 u;
+    float f;
+  } v;
   v.u = x;
   return v.f;
 }
@@ -48,20 +54,20 @@ __host__ __device__ inline u32 e4m3_from_float(float value) {
   const u32 x = float_bits(value);
   const u32 sign = (x >> 24) & 0x80u;
   const u32 a = x & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return sign | 0x7Fu;      // NaN
-  if (a >= 0x43E00000u) return sign | 0x7Eu;     // >= 448 (464 ties to even 448; above -> 448)
+  if (a > 0x7F800000u) return sign | 0x7Fu;   // NaN
+  if (a >= 0x43E00000u) return sign | 0x7Eu;  // >= 448 (464 ties to even 448; above -> 448)
   const u32 biased = a >> 23;
-  if (biased >= 121u) {                          // >= 2^-6: e4m3 normal range
-    const u32 rem = a & 0xFFFFFu;                // the 20 mantissa bits dropped
+  if (biased >= 121u) {            // >= 2^-6: e4m3 normal range
+    const u32 rem = a & 0xFFFFFu;  // the 20 mantissa bits dropped
     u32 bits = ((biased - 120u) << 3) | ((a >> 20) & 7u);
     if (rem > 0x80000u || (rem == 0x80000u && (bits & 1u))) ++bits;  // a carry moves the exponent
     return sign | bits;
   }
   // Below 2^-6: multiples of 2^-9 (subnormals; rounding up from 7.5 * 2^-9 gives 0x08 = 2^-6).
   // value = sig * 2^(biased - 150), so value / 2^-9 = sig >> (141 - biased).
-  if (biased == 0u) return sign;                 // fp32 subnormal: far below 2^-10
-  const u32 shift = 141u - biased;               // >= 21 here
-  if (shift >= 25u) return sign;                 // value < 2^-10: rounds to zero
+  if (biased == 0u) return sign;    // fp32 subnormal: far below 2^-10
+  const u32 shift = 141u - biased;  // >= 21 here
+  if (shift >= 25u) return sign;    // value < 2^-10: rounds to zero
   const u32 sig = (a & 0x7FFFFFu) | 0x800000u;
   u32 q = sig >> shift;
   const u32 rem = sig & ((1u << shift) - 1u);
@@ -78,8 +84,7 @@ __host__ __device__ inline u32 e4m3_from_float(float value) {
 // 256 in f16 (exact: mul.f16x2 keeps subnormal inputs, and no result exceeds 448).
 // Returns the pre-scale words; `nan` gets 0x7E00 in each half whose byte was NaN (S.1111.111),
 // to be OR-ed into the scaled result (exponent all ones with a mantissa bit: a quiet NaN).
-__host__ __device__ inline void e4m3x4_to_f16x4_prescaled(u32 w, u32& lo, u32& hi, u32& nan_lo,
-                                                          u32& nan_hi) {
+__host__ __device__ inline void e4m3x4_to_f16x4_prescaled(u32 w, u32& lo, u32& hi, u32& nan_lo, u32& nan_hi) {
   // A byte's 7 magnitude bits are 0x7F iff adding 1 carries into bit 7 (no carry between bytes).
   const u32 nan_bytes = ((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
   const u32 x01 = ((w & 0x000000FFu) << 8) | ((w & 0x0000FF00u) << 16);  // bytes 0,1 -> bits 15..8, 31..24

@@ -31,8 +31,7 @@ __device__ __forceinline__ int sanitized_offset(const int* indptr, int b, int to
 }
 
 // A [begin, end) pair from an indptr, made safe: both clamped to [0, tokens], empty if inverted.
-__device__ __forceinline__ void sanitized_range(const int* indptr, int b, int tokens, int& begin,
-                                                int& len) {
+__device__ __forceinline__ void sanitized_range(const int* indptr, int b, int tokens, int& begin, int& len) {
   const int first = sanitized_offset(indptr, b, tokens);
   const int last = sanitized_offset(indptr, b + 1, tokens);
   begin = first;
@@ -55,8 +54,8 @@ __device__ __forceinline__ RequestExtent request_extent(const TsattnPrefillParam
 
 // Element offset (in elements) of (b, token, head, 0) for a tensor with the given strides; token
 // is already the absolute token index (request begin + row). 64-bit throughout.
-__device__ __forceinline__ i64 token_offset(i64 batch_stride, i64 token_stride, i64 head_stride,
-                                            int b, int token, int head) {
+__device__ __forceinline__ i64 token_offset(i64 batch_stride, i64 token_stride, i64 head_stride, int b, int token,
+                                            int head) {
   return static_cast<i64>(b) * batch_stride + static_cast<i64>(token) * token_stride +
          static_cast<i64>(head) * head_stride;
 }

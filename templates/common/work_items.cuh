@@ -44,9 +44,9 @@ struct IndexType<true> {
 };
 
 struct WorkItem {
-  int request;   // b
-  int q_tile;    // rows q_tile * BLOCK_M ..
-  int head;      // query head
+  int request;  // b
+  int q_tile;   // rows q_tile * BLOCK_M ..
+  int head;     // query head
   RequestExtent extent;
 };
 

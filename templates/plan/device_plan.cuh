@@ -94,7 +94,8 @@ extern "C" __global__ void __launch_bounds__(tsattn_dev::plan::kThreads)
     const RequestExtent r = request_extent(params, b);
     const int count = (r.q_len + rows - 1) / rows;
     for (int t = 0; t < count; ++t) {
-      const int slot = atomicAdd(&cursor[plan::work_bucket(plan::tile_work(r.q_len, r.kv_len, t, rows, params.window_left))], 1);
+      const int slot =
+          atomicAdd(&cursor[plan::work_bucket(plan::tile_work(r.q_len, r.kv_len, t, rows, params.window_left))], 1);
       if (slot < capacity) tiles[slot] = TsattnTile{b, t};
     }
   }

@@ -14,7 +14,8 @@
 
 #if !defined(TSATTN_HEAD_DIM) || !defined(TSATTN_INPUT_DTYPE) || !defined(TSATTN_OUTPUT_DTYPE) || \
     !defined(TSATTN_BLOCK_M) || !defined(TSATTN_BLOCK_N) || !defined(TSATTN_NUM_WARPS)
-#error "the generated source must define TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS"
+#error \
+    "the generated source must define TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS"
 #endif
 
 namespace tsattn_dev {

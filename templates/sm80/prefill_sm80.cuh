@@ -5,9 +5,9 @@
 // One CTA = BLOCK_M query rows of one request and one query head at a time; warp w owns rows
 // [w * kRowsPerWarp, (w + 1) * kRowsPerWarp) and sweeps the key tiles that can hold a visible
 // key for any row of the tile. Persistent: CTAs take work items blockIdx.x, blockIdx.x +
-// gridDim.x, ... of the scheduler's list (a query tile and one head each). Math (docs/contract.md): s = q.k in fp32, p = exp2(s * scale_log2 - m),
-// running max m and sum l per row in fp32, O in fp32, out = O * output_scale / l; a row that
-// sees no key writes exactly 0.
+// gridDim.x, ... of the scheduler's list (a query tile and one head each). Math (docs/contract.md): s = q.k in fp32, p
+// = exp2(s * scale_log2 - m), running max m and sum l per row in fp32, O in fp32, out = O * output_scale / l; a row
+// that sees no key writes exactly 0.
 //
 // Barriers (all CTA-uniform; every buffer is rewritten only after a barrier that follows its
 // last read):
@@ -66,9 +66,8 @@ struct TileRange {
 // and read back as empty. Starts with a barrier: the scratch words, row_ranges and every tile
 // buffer may still be in use by the previous work item.
 __device__ __forceinline__ TileRange reduce_tile_range(const KeyRange (&rows)[kMTiles][2],
-                                                       const bool (&row_valid)[kMTiles][2],
-                                                       KeyRange* row_ranges, int* scratch,
-                                                       int warp, int lane) {
+                                                       const bool (&row_valid)[kMTiles][2], KeyRange* row_ranges,
+                                                       int* scratch, int warp, int lane) {
   int first = kEmptyLo, last = kEmptyHi, full_from = -0x7FFFFFFF - 1, full_to = 0x7FFFFFFF;
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
@@ -91,8 +90,7 @@ __device__ __forceinline__ TileRange reduce_tile_range(const KeyRange (&rows)[kM
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        row_ranges[warp * kRowsPerWarp + mt * 16 + lane / 4 + 8 * h] = rows[mt][h];
+      for (int h = 0; h < 2; ++h) row_ranges[warp * kRowsPerWarp + mt * 16 + lane / 4 + 8 * h] = rows[mt][h];
   }
   if (lane == 0) {
     scratch[4 * warp + 0] = first;
@@ -130,8 +128,8 @@ __device__ __forceinline__ FragmentOffsets fragment_offsets(int lane) {
 // S = Q K^T for this warp's rows against one key tile (fp32 accumulators, zeroed here).
 // Q fragments come from shared memory per 16-wide d step (keeping Q out of registers leaves
 // room for the D/2 * kMTiles output accumulators at D = 256).
-__device__ __forceinline__ void compute_scores(float (&s)[kMTiles][kNTiles][4], u32 q_warp,
-                                               u32 k_tile, const FragmentOffsets& f) {
+__device__ __forceinline__ void compute_scores(float (&s)[kMTiles][kNTiles][4], u32 q_warp, u32 k_tile,
+                                               const FragmentOffsets& f) {
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -145,8 +143,7 @@ __device__ __forceinline__ void compute_scores(float (&s)[kMTiles][kNTiles][4], 
   for (int kk = 0; kk < kHeadDim / 16; ++kk) {
     u32 a[kMTiles][4];
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-      ldmatrix_x4(a[mt], fragment_address(q_lane, kk) + mt * 16 * kRowBytes);
+    for (int mt = 0; mt < kMTiles; ++mt) ldmatrix_x4(a[mt], fragment_address(q_lane, kk) + mt * 16 * kRowBytes);
 #pragma unroll
     for (int np = 0; np < kNTiles / 2; ++np) {
       u32 b[4];
@@ -162,9 +159,8 @@ __device__ __forceinline__ void compute_scores(float (&s)[kMTiles][kNTiles][4], 
 
 // O += P V for one key tile; P comes straight from the score registers (the m16n8 accumulator
 // layout of two adjacent n8 tiles is the m16k16 A-operand layout), rounded to the MMA's type.
-__device__ __forceinline__ void accumulate_pv(float (&o)[kMTiles][kDTiles][4],
-                                              const float (&p)[kMTiles][kNTiles][4], u32 v_tile,
-                                              const FragmentOffsets& f) {
+__device__ __forceinline__ void accumulate_pv(float (&o)[kMTiles][kDTiles][4], const float (&p)[kMTiles][kNTiles][4],
+                                              u32 v_tile, const FragmentOffsets& f) {
   const u32 v_lane = v_tile + f.qv;
 #pragma unroll
   for (int kk = 0; kk < kBlockN / 16; ++kk) {
@@ -195,8 +191,7 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[kMTiles][kDTiles][4],
 // Sets scores of invisible keys to -inf. Thread (g, c) holds rows g and g + 8 of each row tile,
 // keys 2c and 2c + 1 of each n8 tile; n0 is the key tile's first key. `ranges` points at the
 // warp's first row in row_ranges.
-__device__ __forceinline__ void apply_mask(float (&s)[kMTiles][kNTiles][4], const KeyRange* ranges,
-                                           int n0, int lane) {
+__device__ __forceinline__ void apply_mask(float (&s)[kMTiles][kNTiles][4], const KeyRange* ranges, int n0, int lane) {
   const float ninf = neg_inf();
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
@@ -218,10 +213,8 @@ __device__ __forceinline__ void apply_mask(float (&s)[kMTiles][kNTiles][4], cons
 // Fully masked rows (m = -inf so far): the exponent offset is taken as 0 instead of -inf, so
 // p = exp2(-inf) = 0 and the rescale factor exp2(-inf - 0) = 0 (O and l are still 0), never
 // exp2(-inf + inf) = NaN (FA3's Check_inf).
-__device__ __forceinline__ void online_softmax(float (&s)[kMTiles][kNTiles][4],
-                                               float (&o)[kMTiles][kDTiles][4],
-                                               float (&m)[kMTiles][2], float (&l)[kMTiles][2],
-                                               float scale_log2) {
+__device__ __forceinline__ void online_softmax(float (&s)[kMTiles][kNTiles][4], float (&o)[kMTiles][kDTiles][4],
+                                               float (&m)[kMTiles][2], float (&l)[kMTiles][2], float scale_log2) {
   const float ninf = neg_inf();
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
@@ -229,8 +222,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[kMTiles][kNTiles][4],
     for (int h = 0; h < 2; ++h) {
       float row_max = m[mt][h];
 #pragma unroll
-      for (int nt = 0; nt < kNTiles; ++nt)
-        row_max = fmaxf(row_max, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+      for (int nt = 0; nt < kNTiles; ++nt) row_max = fmaxf(row_max, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
       // The four threads of a quad hold the same two rows.
       row_max = fmaxf(row_max, __shfl_xor_sync(0xFFFFFFFFu, row_max, 1));
       row_max = fmaxf(row_max, __shfl_xor_sync(0xFFFFFFFFu, row_max, 2));
@@ -259,9 +251,8 @@ __device__ __forceinline__ void online_softmax(float (&s)[kMTiles][kNTiles][4],
 
 // Normalizes O and writes it, in the output dtype, over this warp's own Q rows (no other warp
 // reads them), then copies those rows to global memory (rows past q_len skipped).
-__device__ __forceinline__ void write_output(float (&o)[kMTiles][kDTiles][4],
-                                             float (&l)[kMTiles][2], float output_scale,
-                                             u32 q_smem, char* out_head_base, i64 out_row_bytes,
+__device__ __forceinline__ void write_output(float (&o)[kMTiles][kDTiles][4], float (&l)[kMTiles][2],
+                                             float output_scale, u32 q_smem, char* out_head_base, i64 out_row_bytes,
                                              int tile_row0, int q_len, int warp_row0, int lane) {
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
@@ -341,20 +332,22 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params) {
       }
     const TileRange range = reduce_tile_range(rows, row_valid, row_ranges, scratch, warp, lane);
     const int first_tile_key = range.first_key == kEmptyLo ? 0 : (range.first_key / kBlockN) * kBlockN;
-    const int num_key_tiles =
-        range.first_key == kEmptyLo ? 0 : (range.last_key - first_tile_key) / kBlockN + 1;
+    const int num_key_tiles = range.first_key == kEmptyLo ? 0 : (range.last_key - first_tile_key) / kBlockN + 1;
 
     {  // this item's head: the barrier in reduce_tile_range retired the previous item's buffers
       const int kv_head = head / group_size;
-      const char* q_head = static_cast<const char*>(params.q) +
-                           token_offset(params.q_batch_stride, params.q_token_stride,
-                                        params.q_head_stride, b, req.q_begin, head) * kInBytes;
-      const char* k_head = static_cast<const char*>(params.k) +
-                           token_offset(params.k_batch_stride, params.k_token_stride,
-                                        params.k_head_stride, b, req.kv_begin, kv_head) * kInBytes;
-      const char* v_head = static_cast<const char*>(params.v) +
-                           token_offset(params.v_batch_stride, params.v_token_stride,
-                                        params.v_head_stride, b, req.kv_begin, kv_head) * kInBytes;
+      const char* q_head =
+          static_cast<const char*>(params.q) +
+          token_offset(params.q_batch_stride, params.q_token_stride, params.q_head_stride, b, req.q_begin, head) *
+              kInBytes;
+      const char* k_head =
+          static_cast<const char*>(params.k) +
+          token_offset(params.k_batch_stride, params.k_token_stride, params.k_head_stride, b, req.kv_begin, kv_head) *
+              kInBytes;
+      const char* v_head =
+          static_cast<const char*>(params.v) +
+          token_offset(params.v_batch_stride, params.v_token_stride, params.v_head_stride, b, req.kv_begin, kv_head) *
+              kInBytes;
       // Row strides are re-read from the (constant-bank) params where used: no live registers.
       const char* k_source = row_copy_source<kInBytes>(k_head, params.k_token_stride * kInBytes);
       const char* v_source = row_copy_source<kInBytes>(v_head, params.v_token_stride * kInBytes);
@@ -376,10 +369,10 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params) {
       auto issue_kv = [&](int tile) {
         const int stage = tile & 1;
         const int n0 = first_tile_key + tile * kBlockN;
-        const u32 k_dst = kFp8Input ? smem_base + kRawKOffset + stage * kRawTileBytes
-                                    : smem_base + kKOffset + stage * kTileBytes;
-        const u32 v_dst = kFp8Input ? smem_base + kRawVOffset + stage * kRawTileBytes
-                                    : smem_base + kVOffset + stage * kTileBytes;
+        const u32 k_dst =
+            kFp8Input ? smem_base + kRawKOffset + stage * kRawTileBytes : smem_base + kKOffset + stage * kTileBytes;
+        const u32 v_dst =
+            kFp8Input ? smem_base + kRawVOffset + stage * kRawTileBytes : smem_base + kVOffset + stage * kTileBytes;
         load_rows_async<kBlockN, kInBytes>(k_dst, k_source, static_cast<const char*>(params.k),
                                            params.k_token_stride * kInBytes, n0, req.kv_len);
         load_rows_async<kBlockN, kInBytes>(v_dst, v_source, static_cast<const char*>(params.v),
@@ -393,8 +386,7 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params) {
           load_tile8_widen_sync<kBlockM>(q_smem, q_head, q_row_bytes, tile_row0, req.q_len);
         else
           load_rows_async<kBlockM, 2>(q_smem, row_copy_source<2>(q_head, q_row_bytes),
-                                      static_cast<const char*>(params.q), q_row_bytes, tile_row0,
-                                      req.q_len);
+                                      static_cast<const char*>(params.q), q_row_bytes, tile_row0, req.q_len);
         issue_kv(0);  // one cp.async group: Q (16-bit inputs) and key tile 0
       }
 
@@ -430,11 +422,11 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params) {
         accumulate_pv(o, s, v_smem, frag);
       }
 
-      char* out_head = static_cast<char*>(params.out) +
-                       token_offset(params.out_batch_stride, params.out_token_stride,
-                                    params.out_head_stride, b, req.q_begin, head) * kOutBytes;
-      write_output(o, l, params.output_scale, q_smem, out_head, params.out_token_stride * kOutBytes,
-                   tile_row0, req.q_len, warp_row0, lane);
+      char* out_head = static_cast<char*>(params.out) + token_offset(params.out_batch_stride, params.out_token_stride,
+                                                                     params.out_head_stride, b, req.q_begin, head) *
+                                                            kOutBytes;
+      write_output(o, l, params.output_scale, q_smem, out_head, params.out_token_stride * kOutBytes, tile_row0,
+                   req.q_len, warp_row0, lane);
     }
   }
 }

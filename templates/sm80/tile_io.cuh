@@ -51,8 +51,8 @@ __device__ __forceinline__ void load_rows_async(u32 smem, const char* source, co
   for (int i = 0; i < kRows / Shape::kRowsPerPass; ++i) {
     const int r = row_t + i * Shape::kRowsPerPass;
     const bool valid = row0 + r < len;
-    const u32 dst = kElemBytes == 2 ? swizzled_offset(r, chunk)
-                                    : static_cast<u32>((r * Shape::kChunksPerRow + chunk) * 16);
+    const u32 dst =
+        kElemBytes == 2 ? swizzled_offset(r, chunk) : static_cast<u32>((r * Shape::kChunksPerRow + chunk) * 16);
     cp_async_16(smem + dst, valid ? src : fallback, valid);
     src += Shape::kRowsPerPass * row_stride_bytes;
   }
@@ -82,8 +82,8 @@ __device__ __forceinline__ void widen_tile8(u32 raw_tile, u32 tile) {
 // e4m3 rows -> swizzled f16 tile through registers (used for Q: once per tile and head, so
 // it needs no staging buffer). Visible to other threads after the caller's __syncthreads.
 template <int kRows>
-__device__ __forceinline__ void load_tile8_widen_sync(u32 tile, const char* head_base,
-                                                      i64 row_stride_bytes, int row0, int len) {
+__device__ __forceinline__ void load_tile8_widen_sync(u32 tile, const char* head_base, i64 row_stride_bytes, int row0,
+                                                      int len) {
   constexpr int kRawRowChunks = kHeadDim / 16;
   constexpr int kChunks = kRows * kRawRowChunks;
 #pragma unroll 2
@@ -91,8 +91,7 @@ __device__ __forceinline__ void load_tile8_widen_sync(u32 tile, const char* head
     const int r = c / kRawRowChunks;
     const int chunk = c % kRawRowChunks;
     u32 raw[4] = {0u, 0u, 0u, 0u};
-    if (row0 + r < len)
-      ld_global_nc_v4(head_base + static_cast<i64>(row0 + r) * row_stride_bytes + chunk * 16, raw);
+    if (row0 + r < len) ld_global_nc_v4(head_base + static_cast<i64>(row0 + r) * row_stride_bytes + chunk * 16, raw);
     store_widened_chunk(tile, r, chunk, raw);
   }
 }
@@ -106,8 +105,8 @@ __device__ __forceinline__ u32 out_stage_offset(int row, int col) {
 
 // One warp copies its staged rows [row_begin, row_begin + kRowsPerWarp) to global memory with
 // 16-byte stores, skipping rows at or past `len` (tile_row0 is the CTA tile's first row).
-__device__ __forceinline__ void store_out_rows(u32 q_smem, char* head_base, i64 row_stride_bytes,
-                                               int tile_row0, int row_begin, int len, int lane) {
+__device__ __forceinline__ void store_out_rows(u32 q_smem, char* head_base, i64 row_stride_bytes, int tile_row0,
+                                               int row_begin, int len, int lane) {
   constexpr int kChunks = kRowsPerWarp * kOutRowChunks;
 #pragma unroll 4
   for (int c = lane; c < kChunks; c += 32) {
@@ -116,8 +115,7 @@ __device__ __forceinline__ void store_out_rows(u32 q_smem, char* head_base, i64 
     if (tile_row0 + row < len) {
       u32 a, b, d, e;
       ld_shared_v4(q_smem + static_cast<u32>(row * kRowBytes + ((chunk ^ (row & 7)) << 4)), a, b, d, e);
-      st_global_v4(head_base + static_cast<i64>(tile_row0 + row) * row_stride_bytes + chunk * 16,
-                   a, b, d, e);
+      st_global_v4(head_base + static_cast<i64>(tile_row0 + row) * row_stride_bytes + chunk * 16, a, b, d, e);
     }
   }
 }

@@ -8,10 +8,11 @@
 #include "prefill_params.h"
 #include "sm90a/kernel_traits.h"
 
-#if !defined(TSATTN_KERNEL_NAME) || !defined(TSATTN_HEAD_DIM) || !defined(TSATTN_INPUT_DTYPE) ||     \
-    !defined(TSATTN_OUTPUT_DTYPE) || !defined(TSATTN_MASK) || !defined(TSATTN_WINDOW) ||              \
-    !defined(TSATTN_PACKED) || !defined(TSATTN_BLOCK_M) || !defined(TSATTN_BLOCK_N) || !defined(TSATTN_NUM_WARPS)
-#error "the generated source must define TSATTN_KERNEL_NAME, TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_MASK, TSATTN_WINDOW, TSATTN_PACKED, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS"
+#if !defined(TSATTN_KERNEL_NAME) || !defined(TSATTN_HEAD_DIM) || !defined(TSATTN_INPUT_DTYPE) ||                    \
+    !defined(TSATTN_OUTPUT_DTYPE) || !defined(TSATTN_MASK) || !defined(TSATTN_WINDOW) || !defined(TSATTN_PACKED) || \
+    !defined(TSATTN_BLOCK_M) || !defined(TSATTN_BLOCK_N) || !defined(TSATTN_NUM_WARPS)
+#error \
+    "the generated source must define TSATTN_KERNEL_NAME, TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_MASK, TSATTN_WINDOW, TSATTN_PACKED, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS"
 #endif
 
 static_assert(TSATTN_PARAMS_VERSION == 6, "sm90a kernel written against TsattnPrefillParams v6");
@@ -19,9 +20,8 @@ static_assert(TSATTN_PARAMS_VERSION == 6, "sm90a kernel written against TsattnPr
 namespace tsattn_dev {
 namespace sm90a {
 
-constexpr Traits kTraits =
-    traits_for({TSATTN_HEAD_DIM, TSATTN_INPUT_DTYPE, TSATTN_OUTPUT_DTYPE, TSATTN_MASK, TSATTN_WINDOW != 0,
-                TSATTN_PACKED != 0});
+constexpr Traits kTraits = traits_for(
+    {TSATTN_HEAD_DIM, TSATTN_INPUT_DTYPE, TSATTN_OUTPUT_DTYPE, TSATTN_MASK, TSATTN_WINDOW != 0, TSATTN_PACKED != 0});
 
 constexpr int kHeadDim = TSATTN_HEAD_DIM;
 constexpr int kInputDtype = TSATTN_INPUT_DTYPE;
@@ -70,7 +70,7 @@ static_assert(!kPairable || !kE4m3Inputs, "pairs split 16-bit K/V tiles by slab"
 // Tiles in shared memory. A slab row is 128 bytes (the swizzle span): 64 16-bit or 128 e4m3
 // elements of the head dim; Q and K tiles are kSlabs slabs of their rows.
 constexpr int kSlabElements = 128 / dtype_bytes(kInputDtype);
-constexpr int kSlabs = kHeadDim / kSlabElements;  // slabs per Q or K row
+constexpr int kSlabs = kHeadDim / kSlabElements;      // slabs per Q or K row
 constexpr int kMmaK = 32 / dtype_bytes(kInputDtype);  // wgmma K: 16, or 32 for e4m3 (32 bytes either way)
 constexpr u32 kQSlabBytes = kBlockM * 128;
 constexpr u32 kQBytes = kSlabs * kQSlabBytes;

@@ -46,8 +46,8 @@ __device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& p
       v[q] = pack_pair<kOutputDtype>(o[4 * jj + 2 * h] * inv[h], o[4 * jj + 2 * h + 1] * inv[h]);
     }
     const u32 addr = chunk_addr(r, j + m / 2);
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v[0]),
-                 "r"(v[1]), "r"(v[2]), "r"(v[3])
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v[0]), "r"(v[1]),
+                 "r"(v[2]), "r"(v[3])
                  : "memory");
   }
   if constexpr (kTmaOutput) {
@@ -79,7 +79,8 @@ __device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& p
     if (row < item.extent.q_len) {
       char* const out_row = static_cast<char*>(params.out) +
                             token_offset(params.out_batch_stride, params.out_token_stride, params.out_head_stride,
-                                         item.request, item.extent.q_begin + row, item.head) * 2;
+                                         item.request, item.extent.q_begin + row, item.head) *
+                                2;
       asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(out_row + 16 * chunk), "r"(w[0]), "r"(w[1]),
                    "r"(w[2]), "r"(w[3])
                    : "memory");
@@ -120,7 +121,8 @@ __device__ __forceinline__ void write_output(const TsattnPrefillParams& params, 
     if (row >= item.extent.q_len) continue;
     char* const out_row = static_cast<char*>(params.out) +
                           token_offset(params.out_batch_stride, params.out_token_stride, params.out_head_stride,
-                                       item.request, item.extent.q_begin + row, item.head) * kOutBytes;
+                                       item.request, item.extent.q_begin + row, item.head) *
+                              kOutBytes;
 #pragma unroll
     for (int j = 0; j < kHeadDim / 8; ++j) {
       const u32 v = pack_pair<kOutputDtype>(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
@@ -145,8 +147,8 @@ __device__ __forceinline__ void write_output(const TsattnPrefillParams& params, 
 // second_part: the part holds the slot's later key tiles; it is then the first piece of this
 // walker's tail, at boundary walker, and otherwise its last, at boundary walker + 1.
 template <u32 kCtas>
-__device__ __forceinline__ bool merge_split_parts(const TsattnPrefillParams& p, bool second_part,
-                                                  float (&o)[kOAccum], RowState& rows, int consumer_thread) {
+__device__ __forceinline__ bool merge_split_parts(const TsattnPrefillParams& p, bool second_part, float (&o)[kOAccum],
+                                                  RowState& rows, int consumer_thread) {
   const int part = second_part ? 1 : 0;
   const i64 boundary = blockIdx.x / kCtas + (second_part ? 0 : 1);
   const i64 cta = boundary * kCtas + (kCtas == 1 ? 0 : cluster_ctarank());

@@ -56,14 +56,14 @@ struct Traits {
   int output_store_bytes;  // bytes of one store of out: out's address and strides are multiples of it
 
   // The order of the work.
-  bool chunked_order;   // the list is decoded in chunks of params.tiles_per_chunk tiles
-  bool dynamic_order;   // a scheduler warp claims slots from params.work_counter when it is set
-  bool split_tail;      // the static walk's last rounds go out by key tiles (params.split_slots)
+  bool chunked_order;       // the list is decoded in chunks of params.tiles_per_chunk tiles
+  bool dynamic_order;       // a scheduler warp claims slots from params.work_counter when it is set
+  bool split_tail;          // the static walk's last rounds go out by key tiles (params.split_slots)
   int split_partial_bytes;  // one part's buffer in params.split_partials (0 without split_tail)
 
   // CTA pairs (the module's _pairs kernel, launched in clusters of 2).
-  bool pairable;        // pairs along heads
-  bool tile_pairable;   // pairs along query tiles too (params.pair_tiles)
+  bool pairable;       // pairs along heads
+  bool tile_pairable;  // pairs along query tiles too (params.pair_tiles)
 
   SharedLayout smem;
 };
@@ -91,7 +91,7 @@ TSATTN_HOST_DEVICE constexpr int block_n_for(const SpecAxes& a) {
 TSATTN_HOST_DEVICE constexpr Traits traits_for(const SpecAxes& a) {
   Traits t{};
   const bool e4m3 = a.input_dtype == kE4m3;
-  t.block_m = 128;  // two consumer warpgroups of m64 wgmmas
+  t.block_m = 128;   // two consumer warpgroups of m64 wgmmas
   t.num_warps = 12;  // one producer and two consumer warpgroups
   t.block_n = block_n_for(a);
   t.stages = 2;

@@ -49,8 +49,7 @@ template <int N>
 __device__ __forceinline__ void issue_pv_e4m3(float (&w)[N / 2], const u32 (&a)[kPSteps][4], u64 v_desc, u32 n0) {
 #pragma unroll
   for (int kk = 0; kk < kPSteps; ++kk)
-    wgmma_rs<N, kE4m3>(w, a[kk], smem_desc_advance(v_desc, (kk / 4) * kVtSlabBytes + 32 * (kk % 4) + 128 * n0),
-                       kk > 0);
+    wgmma_rs<N, kE4m3>(w, a[kk], smem_desc_advance(v_desc, (kk / 4) * kVtSlabBytes + 32 * (kk % 4) + 128 * n0), kk > 0);
   wgmma_commit();
 }
 
@@ -102,7 +101,9 @@ __device__ __forceinline__ void zero_vt_columns(u32 tile, int valid_keys, int co
     const int row = c / chunks_per_row, chunk = first_chunk + c % chunks_per_row;
     const u32 addr = tile + (chunk / 8) * kVtSlabBytes + sw128_offset_8bit(row, 16 * (chunk % 8));
     u32 w[4];
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(addr));
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                 : "r"(addr));
 #pragma unroll
     for (int e = 0; e < 16; ++e) {
       const int slot = 16 * chunk + e;
@@ -122,9 +123,9 @@ struct KeyLoop {
   const WorkItem& item;
   KeyTiles tiles;
   u32 smem, bars;
-  u64 q_desc;          // this warpgroup's 64 rows of Q (slab 0)
-  u32 q_empty;         // the Q buffer's empty barrier
-  u64 k_desc, v_desc;  // stage 0 of the K and V rings (slab 0)
+  u64 q_desc;                        // this warpgroup's 64 rows of Q (slab 0)
+  u32 q_empty;                       // the Q buffer's empty barrier
+  u64 k_desc, v_desc;                // stage 0 of the K and V rings (slab 0)
   int warp_full_from, warp_full_to;  // keys every valid row of the warp sees
   int c;
   int consumer;  // 0 or 1

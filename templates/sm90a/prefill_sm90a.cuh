@@ -92,8 +92,8 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, const
                                      : smem_desc_sw128_mnmajor(smem + kVOffset, kKvSlabBytes);
       const u64 q_desc = smem_desc_sw128_kmajor(q_buffer + 64 * consumer * 128);
       const u64 k_desc = smem_desc_sw128_kmajor(smem + kKOffset);
-      const KeyLoop loop{params, item, tiles, smem, bars, q_desc, bars + 8 * (kQEmpty + qb), k_desc, v_desc,
-                         warp_full_from, warp_full_to, c, consumer};
+      const KeyLoop loop{params, item,   tiles,          smem,         bars, q_desc,  bars + 8 * (kQEmpty + qb),
+                         k_desc, v_desc, warp_full_from, warp_full_to, c,    consumer};
       if constexpr (kOverlapSoftmax)
         run_key_tiles_overlapped<kCtas>(loop, rows, o, kv_uses);
       else
@@ -200,7 +200,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 // dimension of 2 (cuLaunchKernelEx); launched without, every CTA would wait for a missing peer.
 extern "C" __global__ void __launch_bounds__(384, 1)
     TSATTN_SM90A_CONCAT(TSATTN_KERNEL_NAME, _pairs)(const __grid_constant__ TsattnPrefillParams params,
-                                                     const __grid_constant__ TsattnTensorMaps maps) {
+                                                    const __grid_constant__ TsattnTensorMaps maps) {
   static_assert(tsattn_dev::sm90a::kPairable, "pairs split 16-bit K/V tiles by slab");
   tsattn_dev::sm90a::run_prefill<2>(params, maps);
 }

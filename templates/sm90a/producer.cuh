@@ -11,8 +11,7 @@ namespace sm90a {
 // Claims `stage` of the ring whose full/empty barriers start at index full0/empty0: waits until
 // the consumers released it (producer parity) and announces the stage's bytes on its full
 // barrier, whose address it returns for the loads.
-__device__ __forceinline__ u32 claim_stage(u32 bars, u32 full0, u32 empty0, u32 stage, u32 empty_parity,
-                                           u32 bytes) {
+__device__ __forceinline__ u32 claim_stage(u32 bars, u32 full0, u32 empty0, u32 stage, u32 empty_parity, u32 bytes) {
   wait_phase(bars + 8 * (empty0 + stage), empty_parity);
   mbarrier_arrive_expect_tx(bars + 8 * (full0 + stage), bytes);
   return bars + 8 * (full0 + stage);
@@ -38,7 +37,8 @@ __device__ __forceinline__ void load_kv_tile(const TsattnTmaDescriptor& map, u32
 __device__ __forceinline__ void load_vt_tile(const TsattnTmaDescriptor& map, u32 dst, u32 full_bar, int kv_head,
                                              int column, int batch) {
 #pragma unroll
-  for (int s = 0; s < kVtSlabs; ++s) tma_load_4d(dst + s * kVtSlabBytes, map, full_bar, column + 128 * s, 0, kv_head, batch);
+  for (int s = 0; s < kVtSlabs; ++s)
+    tma_load_4d(dst + s * kVtSlabBytes, map, full_bar, column + 128 * s, 0, kv_head, batch);
 }
 
 // The V^T column of key 0 of the item's request (prefill_params.h).
@@ -79,7 +79,7 @@ __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const
         const int key = tiles.first_key + t * kBlockN;
         const u32 k_dst = smem + kKOffset + stage * kKStageBytes, v_dst = smem + kVOffset + stage * kVStageBytes;
         load_kv_tile<kCtas>(maps.k, k_dst, claim_stage(bars, kKFull, kKEmpty, stage, parity, kKStageBytes), kv_head,
-                     item.extent.kv_begin + key, batch);
+                            item.extent.kv_begin + key, batch);
         const u32 v_full = claim_stage(bars, kVFull, kVEmpty, stage, parity, kVStageBytes);
         if constexpr (kE4m3Inputs)
           load_vt_tile(maps.v, v_dst, v_full, kv_head, vt_first_column(item) + key, batch);

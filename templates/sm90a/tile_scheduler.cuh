@@ -156,7 +156,7 @@ __device__ __forceinline__ int batch_coord(const WorkItem& item) { return TSATTN
 // 32-bit: the host launches these kernels only for lists of fewer than 2^31 items
 // (api/execute.cpp).
 template <u32 kCtas>
-constexpr u32 kSlotEmptyArrivals = kCtas * (1 + kConsumerThreads / 32);
+constexpr u32 kSlotEmptyArrivals = kCtas*(1 + kConsumerThreads / 32);
 constexpr u32 kNoSlot = 0xFFFFFFFFu;
 
 template <u32 kCtas>
@@ -181,7 +181,8 @@ __device__ __forceinline__ u32 split_steps(const TsattnPrefillParams& p) {
 template <u32 kCtas>
 __device__ __forceinline__ u32 whole_slot_rounds(const TsattnPrefillParams& p, i64 end) {
   if constexpr (kSplitTail) {
-    const u32 walkers = gridDim.x / kCtas, slots = static_cast<u32>(end), tail = static_cast<u32>(max(p.split_slots, 0));
+    const u32 walkers = gridDim.x / kCtas, slots = static_cast<u32>(end),
+              tail = static_cast<u32>(max(p.split_slots, 0));
     if (p.work_counter == nullptr && split_tail_walkable(slots, tail, walkers, split_steps(p)))
       return (slots - tail) / walkers;
   } else {

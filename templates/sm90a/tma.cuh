@@ -31,9 +31,7 @@ static_assert(sizeof(TsattnTmaDescriptor) == 128 && alignof(TsattnTmaDescriptor)
 
 #if defined(__CUDA_ARCH__)
 
-__device__ __forceinline__ u32 smem_addr_u32(const void* p) {
-  return static_cast<u32>(__cvta_generic_to_shared(p));
-}
+__device__ __forceinline__ u32 smem_addr_u32(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
 
 // The generic address of a tensor map (a __grid_constant__ parameter or global memory).
 __device__ __forceinline__ u64 tensor_map_address(const TsattnTmaDescriptor& map) {
@@ -86,8 +84,7 @@ __device__ __forceinline__ void mbarrier_init(u32 bar, u32 arrivals) {
 
 // One arrival that also raises the phase's expected transaction count by `bytes`.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(u32 bar, u32 bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
 
 // One plain arrival (consumers releasing a stage).
@@ -137,8 +134,9 @@ __device__ __forceinline__ bool mbarrier_wait_parity_bounded(u32 bar, u32 parity
 // coordinates are 0, 64, 128 and 192, and for e4m3 V^T a key column (a multiple of 32 bytes).
 __device__ __forceinline__ void tma_load_2d(u32 smem_dst, const TsattnTmaDescriptor& map, u32 bar, int c0, int c1) {
   asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
-      ::"r"(smem_dst), "l"(tensor_map_address(map)), "r"(bar), "r"(c0), "r"(c1)
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(
+          smem_dst),
+      "l"(tensor_map_address(map)), "r"(bar), "r"(c0), "r"(c1)
       : "memory");
 }
 
@@ -146,8 +144,9 @@ __device__ __forceinline__ void tma_load_2d(u32 smem_dst, const TsattnTmaDescrip
 __device__ __forceinline__ void tma_load_4d(u32 smem_dst, const TsattnTmaDescriptor& map, u32 bar, int c0, int c1,
                                             int c2, int c3) {
   asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];"
-      ::"r"(smem_dst), "l"(tensor_map_address(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+      "[%2];" ::"r"(smem_dst),
+      "l"(tensor_map_address(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 }
 
@@ -157,8 +156,8 @@ __device__ __forceinline__ void tma_load_4d_multicast(u32 smem_dst, const Tsattn
                                                       int c1, int c2, int c3, u16 cta_mask) {
   asm volatile(
       "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-      " [%0], [%1, {%3, %4, %5, %6}], [%2], %7;"
-      ::"r"(smem_dst), "l"(tensor_map_address(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "h"(cta_mask)
+      " [%0], [%1, {%3, %4, %5, %6}], [%2], %7;" ::"r"(smem_dst),
+      "l"(tensor_map_address(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "h"(cta_mask)
       : "memory");
 }
 
@@ -184,7 +183,8 @@ __device__ __forceinline__ void cluster_sync() {
 __device__ __forceinline__ void mbarrier_arrive_cluster(u32 bar, u32 cta) {
   asm volatile(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(bar), "r"(cta)
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(bar),
+      "r"(cta)
       : "memory");
 }
 
@@ -193,7 +193,8 @@ __device__ __forceinline__ void mbarrier_arrive_cluster(u32 bar, u32 cta) {
 __device__ __forceinline__ void mbarrier_arrive_expect_tx_cluster(u32 bar, u32 cta, u32 bytes) {
   asm volatile(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.expect_tx.shared::cluster.b64 _, [remote], %2;\n}" ::"r"(bar), "r"(cta), "r"(bytes)
+      "mbarrier.arrive.expect_tx.shared::cluster.b64 _, [remote], %2;\n}" ::"r"(bar),
+      "r"(cta), "r"(bytes)
       : "memory");
 }
 
@@ -224,15 +225,17 @@ __device__ __forceinline__ void st_async_cluster_u32(u32 addr, u32 cta, u32 w, u
 // The smem source must have been written through the async proxy, or fenced with
 // fence_proxy_async_shared() by its writers. Completes with tma_store_commit / tma_store_wait.
 __device__ __forceinline__ void tma_store_2d(const TsattnTmaDescriptor& map, u32 smem_src, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
-               ::"l"(tensor_map_address(map)), "r"(smem_src), "r"(c0), "r"(c1)
-               : "memory");
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(tensor_map_address(map)),
+      "r"(smem_src), "r"(c0), "r"(c1)
+      : "memory");
 }
 
 __device__ __forceinline__ void tma_store_4d(const TsattnTmaDescriptor& map, u32 smem_src, int c0, int c1, int c2,
                                              int c3) {
-  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];"
-               ::"l"(tensor_map_address(map)), "r"(smem_src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
+                   tensor_map_address(map)),
+               "r"(smem_src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                : "memory");
 }
 

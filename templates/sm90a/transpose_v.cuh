@@ -80,9 +80,10 @@ __device__ __forceinline__ void transpose_v(const TsattnPrefillParams& p, u8* vt
       const i64 key = key0 + k;
       uint4 value = make_uint4(0u, 0u, 0u, 0u);
       if (key >= 0 && key < extent.kv_len)
-        value = *reinterpret_cast<const uint4*>(
-            v + token_offset(p.v_batch_stride, p.v_token_stride, p.v_head_stride, b,
-                             extent.kv_begin + static_cast<int>(key), kv_head) + 16 * part);
+        value = *reinterpret_cast<const uint4*>(v +
+                                                token_offset(p.v_batch_stride, p.v_token_stride, p.v_head_stride, b,
+                                                             extent.kv_begin + static_cast<int>(key), kv_head) +
+                                                16 * part);
       *reinterpret_cast<uint4*>(&staged[warp][k][16 * part]) = value;
     }
     __syncwarp();

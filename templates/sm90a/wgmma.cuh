@@ -152,46 +152,46 @@ struct WgmmaRS;
 #define TSATTN_ACC_256 TSATTN_ACC32(0), TSATTN_ACC32(32), TSATTN_ACC32(64), TSATTN_ACC32(96)
 #define TSATTN_ACC_80 TSATTN_ACC32(0), TSATTN_ACC4(32), TSATTN_ACC4(36)
 #define TSATTN_ACC_192 TSATTN_ACC32(0), TSATTN_ACC32(32), TSATTN_ACC32(64)
-#define TSATTN_WGMMA_REGS_64 \
+#define TSATTN_WGMMA_REGS_64                                                         \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
   "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define TSATTN_WGMMA_TAIL_64 " %32, %33, p, 1, 1"
 #define TSATTN_WGMMA_PRED_64 "setp.ne.b32 p, %34, 0;\n"
-#define TSATTN_WGMMA_REGS_128 \
+#define TSATTN_WGMMA_REGS_128                                                        \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
   "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, " \
   "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, " \
   "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define TSATTN_WGMMA_TAIL_128 " %64, %65, p, 1, 1"
 #define TSATTN_WGMMA_PRED_128 "setp.ne.b32 p, %66, 0;\n"
-#define TSATTN_WGMMA_REGS_160 \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+#define TSATTN_WGMMA_REGS_160                                                                  \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "           \
   "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, " \
   "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, " \
   "%54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, " \
   "%72, %73, %74, %75, %76, %77, %78, %79"
 #define TSATTN_WGMMA_TAIL_160 " %80, %81, p, 1, 1"
 #define TSATTN_WGMMA_PRED_160 "setp.ne.b32 p, %82, 0;\n"
-#define TSATTN_WGMMA_REGS_256 \
+#define TSATTN_WGMMA_REGS_256                                                        \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
   "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, " \
   "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, " \
   "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, " \
   "%66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, " \
   "%82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, " \
-  "%98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, " \
-  "%111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, " \
+  "%98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, "     \
+  "%111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, "   \
   "%124, %125, %126, %127"
 #define TSATTN_WGMMA_TAIL_256 " %128, %129, p, 1, 1"
 #define TSATTN_WGMMA_PRED_256 "setp.ne.b32 p, %130, 0;\n"
 
-#define TSATTN_WGMMA_REGS_80 \
+#define TSATTN_WGMMA_REGS_80                                                         \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
   "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, " \
   "%34, %35, %36, %37, %38, %39"
 #define TSATTN_WGMMA_TAIL_80 " %40, %41, p, 1, 1"
 #define TSATTN_WGMMA_PRED_80 "setp.ne.b32 p, %42, 0;\n"
-#define TSATTN_WGMMA_REGS_192 \
+#define TSATTN_WGMMA_REGS_192                                                        \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
   "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, " \
   "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, " \
@@ -212,18 +212,17 @@ struct WgmmaRS;
 // K is 16 for 16-bit inputs and 32 for e4m3. TRANS is the imm-trans operands: 16-bit wgmmas take
 // them (SS: A and B not transposed; RS: B transposed, i.e. MN-major), 8-bit ones have none (both
 // operands K-major only).
-#define TSATTN_DEFINE_WGMMA_SS(N, DTYPE, TYPE, K, TRANS)                                        \
-  template <>                                                                                   \
-  struct WgmmaSS<N, DTYPE> {                                                                    \
-    __device__ static __forceinline__ void run(float (&d)[N / 2], u64 desc_a, u64 desc_b,       \
-                                               int scale_d) {                                   \
-      asm volatile("{\n.reg .pred p;\n" TSATTN_WGMMA_PRED_##N                                   \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k" #K ".f32." TYPE "." TYPE " {"      \
-                   TSATTN_WGMMA_REGS_##N "}," TSATTN_WGMMA_TAIL_##N TRANS ";\n}\n"              \
-                   : TSATTN_ACC_##N                                                             \
-                   : "l"(desc_a), "l"(desc_b), "r"(scale_d)                                     \
-                   : "memory");                                                                 \
-    }                                                                                           \
+#define TSATTN_DEFINE_WGMMA_SS(N, DTYPE, TYPE, K, TRANS)                                                       \
+  template <>                                                                                                  \
+  struct WgmmaSS<N, DTYPE> {                                                                                   \
+    __device__ static __forceinline__ void run(float (&d)[N / 2], u64 desc_a, u64 desc_b, int scale_d) {       \
+      asm volatile("{\n.reg .pred p;\n" TSATTN_WGMMA_PRED_##N "wgmma.mma_async.sync.aligned.m64n" #N "k" #K    \
+                                                              ".f32." TYPE "." TYPE " {" TSATTN_WGMMA_REGS_##N \
+                   "}," TSATTN_WGMMA_TAIL_##N TRANS ";\n}\n"                                                   \
+                   : TSATTN_ACC_##N                                                                            \
+                   : "l"(desc_a), "l"(desc_b), "r"(scale_d)                                                    \
+                   : "memory");                                                                                \
+    }                                                                                                          \
   };
 
 TSATTN_DEFINE_WGMMA_SS(64, kBfloat16, "bf16", 16, ", 0, 0")
@@ -241,18 +240,17 @@ TSATTN_DEFINE_WGMMA_SS(128, kE4m3, "e4m3", 32, "")
 TSATTN_DEFINE_WGMMA_SS(192, kE4m3, "e4m3", 32, "")
 TSATTN_DEFINE_WGMMA_SS(256, kE4m3, "e4m3", 32, "")
 
-#define TSATTN_DEFINE_WGMMA_RS(N, DTYPE, TYPE, K, TRANS)                                        \
-  template <>                                                                                   \
-  struct WgmmaRS<N, DTYPE> {                                                                    \
-    __device__ static __forceinline__ void run(float (&d)[N / 2], const u32 (&a)[4], u64 desc_b, \
-                                               int scale_d) {                                   \
-      asm volatile("{\n.reg .pred p;\n" TSATTN_WGMMA_RS_PRED_##N                                \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k" #K ".f32." TYPE "." TYPE " {"      \
-                   TSATTN_WGMMA_REGS_##N "}," TSATTN_WGMMA_RS_TAIL_##N TRANS ";\n}\n"           \
-                   : TSATTN_ACC_##N                                                             \
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)      \
-                   : "memory");                                                                 \
-    }                                                                                           \
+#define TSATTN_DEFINE_WGMMA_RS(N, DTYPE, TYPE, K, TRANS)                                                          \
+  template <>                                                                                                     \
+  struct WgmmaRS<N, DTYPE> {                                                                                      \
+    __device__ static __forceinline__ void run(float (&d)[N / 2], const u32 (&a)[4], u64 desc_b, int scale_d) {   \
+      asm volatile("{\n.reg .pred p;\n" TSATTN_WGMMA_RS_PRED_##N "wgmma.mma_async.sync.aligned.m64n" #N "k" #K    \
+                                                                 ".f32." TYPE "." TYPE " {" TSATTN_WGMMA_REGS_##N \
+                   "}," TSATTN_WGMMA_RS_TAIL_##N TRANS ";\n}\n"                                                   \
+                   : TSATTN_ACC_##N                                                                               \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)                        \
+                   : "memory");                                                                                   \
+    }                                                                                                             \
   };
 
 TSATTN_DEFINE_WGMMA_RS(64, kBfloat16, "bf16", 16, ", 1")

@@ -39,9 +39,8 @@ struct CallBuilder {
   }
 
   // Packed layout with host indptrs built from per-request lengths.
-  static CallBuilder packed(const std::vector<int32_t>& q_lens, const std::vector<int32_t>& kv_lens,
-                            int64_t hq = 8, int64_t hkv = 2, int64_t d = 128,
-                            tsattn_dtype dtype = TSATTN_DTYPE_BFLOAT16) {
+  static CallBuilder packed(const std::vector<int32_t>& q_lens, const std::vector<int32_t>& kv_lens, int64_t hq = 8,
+                            int64_t hkv = 2, int64_t d = 128, tsattn_dtype dtype = TSATTN_DTYPE_BFLOAT16) {
     std::vector<int32_t> qo{0}, kv{0};
     for (int32_t n : q_lens) qo.push_back(qo.back() + n);
     for (int32_t n : kv_lens) kv.push_back(kv.back() + n);
@@ -78,8 +77,8 @@ struct CallBuilder {
 
   // Variable-window bounds of the right shape for the layout, on q's (fake) device.
   void set_bounds(const std::vector<int32_t>& start_values, const std::vector<int32_t>& end_values) {
-    std::vector<int64_t> shape = qo_indptr ? std::vector<int64_t>{q.shape[0]}
-                                           : std::vector<int64_t>{q.shape[0], q.shape[1]};
+    std::vector<int64_t> shape =
+        qo_indptr ? std::vector<int64_t>{q.shape[0]} : std::vector<int64_t>{q.shape[0], q.shape[1]};
     starts_mem = int32_tensor(start_values, shape);
     ends_mem = int32_tensor(end_values, shape);
     starts = starts_mem->fake_cuda();
@@ -107,7 +106,7 @@ struct CallBuilder {
     auto unless_null = [&](const tsattn_tensor_view& view, const char* name) {
       return null_argument == name ? nullptr : &view;
     };
-    return {unless_null(w.q, "q"), unless_null(w.k, "k"), unless_null(w.v, "v"),
+    return {unless_null(w.q, "q"),       unless_null(w.k, "k"),       unless_null(w.v, "v"),
             qo_indptr ? &w.qo : nullptr, kv_indptr ? &w.kv : nullptr, pass_options ? &w.options : nullptr,
             unless_null(w.out, "out")};
   }

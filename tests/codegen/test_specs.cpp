@@ -48,13 +48,13 @@ TEST_SUITE("codegen/specs") {
   }
 
   TEST_CASE("the sm90a rows: sm_90a only, every dtype pair, 128-row tiles of 12 warps") {
-    KernelSpec spec{KernelFamily::sm90a, Arch::sm_90a, MaskVariant::causal, 128, TSATTN_DTYPE_BFLOAT16,
-                    TSATTN_DTYPE_BFLOAT16, Layout::fixed};
+    KernelSpec spec{KernelFamily::sm90a,   Arch::sm_90a,          MaskVariant::causal, 128,
+                    TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_BFLOAT16, Layout::fixed};
     CHECK(canonical_name(spec) == "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed");
     for (tsattn_dtype input : {TSATTN_DTYPE_FLOAT16, TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_FLOAT8_E4M3FN})
       for (tsattn_dtype output : {TSATTN_DTYPE_FLOAT16, TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_FLOAT8_E4M3FN})
-        for (MaskVariant mask : {MaskVariant::dense, MaskVariant::causal, MaskVariant::causal_window,
-                                 MaskVariant::variable_window})
+        for (MaskVariant mask :
+             {MaskVariant::dense, MaskVariant::causal, MaskVariant::causal_window, MaskVariant::variable_window})
           for (Layout layout : {Layout::fixed, Layout::packed})
             for (int head_dim : {128, 256}) {
               KernelSpec s{KernelFamily::sm90a, Arch::sm_90a, mask, head_dim, input, output, layout};
@@ -72,7 +72,9 @@ TEST_SUITE("codegen/specs") {
               // the rest 192; D256: 128, variable windows 64 (sm90a/kernel_traits.h says why).
               if (input == TSATTN_DTYPE_FLOAT8_E4M3FN) {
                 const bool varwin = mask == MaskVariant::variable_window;
-                const int expected = head_dim == 128 ? (varwin ? 128 : mask == MaskVariant::dense ? 256 : 192)
+                const int expected = head_dim == 128 ? (varwin                       ? 128
+                                                        : mask == MaskVariant::dense ? 256
+                                                                                     : 192)
                                                      : (varwin ? 64 : 128);
                 CHECK(tile_config(s).block_n == expected);
               }
@@ -111,7 +113,7 @@ TEST_SUITE("codegen/specs") {
   }
 
   TEST_CASE("kernel traits: the settings the host reads are the sm90a kernel's own") {
-    KernelSpec spec{KernelFamily::sm90a, Arch::sm_90a, MaskVariant::variable_window, 128, TSATTN_DTYPE_BFLOAT16,
+    KernelSpec spec{KernelFamily::sm90a,   Arch::sm_90a,  MaskVariant::variable_window, 128, TSATTN_DTYPE_BFLOAT16,
                     TSATTN_DTYPE_BFLOAT16, Layout::packed};
     KernelTraits t = kernel_traits(spec);
     CHECK(t.staged_output);
@@ -119,7 +121,7 @@ TEST_SUITE("codegen/specs") {
     CHECK(t.dynamic_order);
     CHECK(t.chunked_order);
     CHECK(t.pairs);
-    CHECK_FALSE(t.pairs_along_tiles);  // a variable window's union is unknown
+    CHECK_FALSE(t.pairs_along_tiles);   // a variable window's union is unknown
     CHECK(t.split_partial_bytes == 0);  // packed: no split tail
     spec.mask = MaskVariant::dense;
     spec.layout = Layout::fixed;
@@ -127,7 +129,7 @@ TEST_SUITE("codegen/specs") {
     CHECK_FALSE(t.tma_output);  // O staged in the Q buffer, stored by the consumer warps
     CHECK(t.pairs_along_tiles);
     CHECK(t.split_partial_bytes == (128 / 2 + 4) * 256 * 4);  // O, m[2], l[2] per consumer thread
-    spec.output_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;  // 8-bit out: element pairs from registers
+    spec.output_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;           // 8-bit out: element pairs from registers
     t = kernel_traits(spec);
     CHECK_FALSE(t.staged_output);
     CHECK(t.output_store_bytes == 2);
@@ -160,8 +162,9 @@ TEST_SUITE("codegen/specs") {
   }
 
   TEST_CASE("canonical names read back into their parts") {
-    const KernelSpec spec{KernelFamily::sm80, Arch::sm_90a, MaskVariant::causal_window, 256,
-                          TSATTN_DTYPE_FLOAT8_E4M3FN, TSATTN_DTYPE_BFLOAT16, Layout::packed};
+    const KernelSpec spec{
+        KernelFamily::sm80,    Arch::sm_90a,  MaskVariant::causal_window, 256, TSATTN_DTYPE_FLOAT8_E4M3FN,
+        TSATTN_DTYPE_BFLOAT16, Layout::packed};
     CHECK(canonical_name(spec) == "prefill.sm80.sm_90a.d256.e4m3_bf16.causal_win.packed");
     CHECK(kernel_symbol(spec) == "prefill_sm80_sm_90a_d256_e4m3_bf16_causal_win_packed");
     CHECK(parse_mask_variant("causal_win") == MaskVariant::causal_window);

@@ -76,8 +76,7 @@ TEST_SUITE("common/knobs") {
   TEST_CASE("an invalid value names the variable and the value") {
     ScopedEnv env;
     env.set("TSATTN_DISABLE_JIT", "maybe");
-    CHECK(value_error(Knob::disable_jit) ==
-          "TSATTN_DISABLE_JIT='maybe' is not a boolean (use 1/0/true/false/on/off)");
+    CHECK(value_error(Knob::disable_jit) == "TSATTN_DISABLE_JIT='maybe' is not a boolean (use 1/0/true/false/on/off)");
     CHECK_THROWS_AS(tsattn::knob_bool(Knob::disable_jit), tsattn::Error);
 
     env.set("TSATTN_LOG_LEVEL", "loud");
@@ -99,8 +98,7 @@ TEST_SUITE("common/knobs") {
     env.set("TSATTN_COMPILE_THREADS", " 12 ");
     CHECK(tsattn::knob_int(Knob::compile_threads) == 12);
     env.set("TSATTN_COMPILE_THREADS", nullptr);
-    CHECK(tsattn::knob_int(Knob::compile_threads) ==
-          std::max<int64_t>(1, std::thread::hardware_concurrency()));
+    CHECK(tsattn::knob_int(Knob::compile_threads) == std::max<int64_t>(1, std::thread::hardware_concurrency()));
   }
 
   TEST_CASE("enums come back lowercase and default when unset") {

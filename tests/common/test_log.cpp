@@ -195,9 +195,9 @@ TEST_SUITE("common/log") {
     tsattn::testing::ScopedEnv env;
     env.set("TSATTN_LOG_LEVEL", nullptr);
     CHECK(tsattn::log_level_from_environment() == LogLevel::off);  // silent unless asked
-    for (const auto& [text, level] : {std::pair{"error", LogLevel::error}, std::pair{"WARN", LogLevel::warn},
-                                      std::pair{"info", LogLevel::info}, std::pair{"Debug", LogLevel::debug},
-                                      std::pair{"off", LogLevel::off}}) {
+    for (const auto& [text, level] :
+         {std::pair{"error", LogLevel::error}, std::pair{"WARN", LogLevel::warn}, std::pair{"info", LogLevel::info},
+          std::pair{"Debug", LogLevel::debug}, std::pair{"off", LogLevel::off}}) {
       env.set("TSATTN_LOG_LEVEL", text);
       CHECK_MESSAGE(tsattn::log_level_from_environment() == level, text);
     }

@@ -92,13 +92,15 @@ std::string AttentionCase::describe() const {
 
 struct PreparedCase::State {
   AttentionCase c;
-  std::vector<Mirrored> inputs;  // q, k, v, or one fused qkv
+  std::vector<Mirrored> inputs;   // q, k, v, or one fused qkv
   Tensor q_view, k_view, v_view;  // into inputs' host storage
   Mirrored out, qo_indptr, kv_indptr, starts, ends;
   tsattn_prefill_options options{};
   tsattn_tensor_view starts_view{}, ends_view{};
 
-  int64_t total(const std::vector<int32_t>& lens) const { return std::accumulate(lens.begin(), lens.end(), int64_t{0}); }
+  int64_t total(const std::vector<int32_t>& lens) const {
+    return std::accumulate(lens.begin(), lens.end(), int64_t{0});
+  }
 
   void write_lengths(std::mt19937_64& rng) {
     int32_t* qo = qo_indptr.host.as<int32_t>();
@@ -129,7 +131,8 @@ struct PreparedCase::State {
     const size_t bytes = dtype_size(c.input_dtype);
     auto* base = static_cast<std::byte*>(v_view.data);
     const uint16_t nan = nan_bits(c.input_dtype);
-    for (int64_t e = kv[b] * row_elements; e < kv[b + 1] * row_elements; ++e) std::memcpy(base + e * bytes, &nan, bytes);
+    for (int64_t e = kv[b] * row_elements; e < kv[b + 1] * row_elements; ++e)
+      std::memcpy(base + e * bytes, &nan, bytes);
   }
 
   // Output rows of request nan_v_request: zeroed in both results, so the comparison skips them.
@@ -155,14 +158,15 @@ PreparedCase::PreparedCase(const AttentionCase& c, std::mt19937_64& rng) : state
   State& s = *state_;
   s.c = c;
   // The NaN rows are written into a compact packed V and skipped in a compact packed out.
-  REQUIRE((c.nan_v_request < 0 || (c.packed && !c.fused_qkv && !c.odd_unit_strides &&
-                                   c.nan_v_request < static_cast<int>(c.q_lens.size()))));
+  REQUIRE((c.nan_v_request < 0 ||
+           (c.packed && !c.fused_qkv && !c.odd_unit_strides && c.nan_v_request < static_cast<int>(c.q_lens.size()))));
   const int64_t batch = static_cast<int64_t>(c.q_lens.size());
   const int64_t total_q = s.total(c.q_lens), total_k = s.total(c.kv_lens);
   const int64_t hq = c.num_qo_heads, hkv = c.num_kv_heads, d = c.head_dim;
   const int64_t sq = c.packed ? 0 : c.q_lens.at(0), sk = c.packed ? 0 : c.kv_lens.at(0);
   auto token_shape = [&](int64_t tokens_packed, int64_t tokens_fixed, int64_t heads) {
-    return c.packed ? std::vector<int64_t>{tokens_packed, heads, d} : std::vector<int64_t>{batch, tokens_fixed, heads, d};
+    return c.packed ? std::vector<int64_t>{tokens_packed, heads, d}
+                    : std::vector<int64_t>{batch, tokens_fixed, heads, d};
   };
 
   // Inputs: three tensors, or three head slices of one fused projection.
@@ -181,9 +185,9 @@ PreparedCase::PreparedCase(const AttentionCase& c, std::mt19937_64& rng) : state
     s.k_view = slice(hq, hkv);
     s.v_view = slice(hq + hkv, hkv);
   } else {
-    for (auto [view, shape] : {std::pair{&s.q_view, token_shape(total_q, sq, hq)},
-                               std::pair{&s.k_view, token_shape(total_k, sk, hkv)},
-                               std::pair{&s.v_view, token_shape(total_k, sk, hkv)}}) {
+    for (auto [view, shape] :
+         {std::pair{&s.q_view, token_shape(total_q, sq, hq)}, std::pair{&s.k_view, token_shape(total_k, sk, hkv)},
+          std::pair{&s.v_view, token_shape(total_k, sk, hkv)}}) {
       Mirrored& m = s.inputs.emplace_back();
       m.host = HostTensor(c.input_dtype, shape);
       *view = m.host.tensor;
@@ -253,7 +257,8 @@ tsattn_status PreparedCase::call(CUstream stream, std::string* message) {
     options.variable_window_token_starts = &s.starts_view;
     options.variable_window_token_ends = &s.ends_view;
   }
-  const tsattn_tensor_view qv = q.view(), kvw = k.view(), vv = v.view(), ov = out.view(), qov = qo.view(), kvv = kv.view();
+  const tsattn_tensor_view qv = q.view(), kvw = k.view(), vv = v.view(), ov = out.view(), qov = qo.view(),
+                           kvv = kv.view();
   const tsattn_status status =
       tsattn_batch_prefill(&qv, &kvw, &vv, s.c.packed ? &qov : nullptr, s.c.packed ? &kvv : nullptr, &options, &ov);
   if (message) *message = tsattn_last_error_message();

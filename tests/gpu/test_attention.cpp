@@ -32,7 +32,8 @@ struct ErrorSummary {
 
   void add(const AttentionCase& c, const CaseOutcome& o) {
     ++cases;
-    auto& [abs_error, rel_error] = worst[fmt::format("{}->{}", dtype_short(c.input_dtype), dtype_short(c.output_dtype))];
+    auto& [abs_error, rel_error] =
+        worst[fmt::format("{}->{}", dtype_short(c.input_dtype), dtype_short(c.output_dtype))];
     abs_error = std::max(abs_error, o.comparison.max_abs_error);
     rel_error = std::max(rel_error, o.comparison.rel_norm_error);
   }
@@ -41,7 +42,8 @@ struct ErrorSummary {
   }
   std::string text() const {
     std::string s = fmt::format("{} cases; worst errors per dtype pair:", cases);
-    for (const auto& [pair, e] : worst) s += fmt::format(" {} max_abs={:.3g} rel_norm={:.3g};", pair, e.first, e.second);
+    for (const auto& [pair, e] : worst)
+      s += fmt::format(" {} max_abs={:.3g} rel_norm={:.3g};", pair, e.first, e.second);
     return s;
   }
 };
@@ -70,9 +72,9 @@ struct Lengths {
 };
 std::vector<Lengths> matrix_lengths(bool packed) {
   if (!packed)
-    return {{{1, 1}, {1, 1}, true},       {{17}, {17}, true},     {{127, 127}, {127, 127}, true},
-            {{128}, {128}, true},         {{129, 129}, {129, 129}, true}, {{1000}, {1000}, true},
-            {{100, 100}, {333, 333}, true}, {{300}, {77}, false}};
+    return {
+        {{1, 1}, {1, 1}, true},         {{17}, {17}, true},     {{127, 127}, {127, 127}, true}, {{128}, {128}, true},
+        {{129, 129}, {129, 129}, true}, {{1000}, {1000}, true}, {{100, 100}, {333, 333}, true}, {{300}, {77}, false}};
   return {{{5, 0, 129, 1}, {9, 0, 200, 1}, true},
           {{128, 127, 0}, {128, 1000, 7}, false},
           {{1, 17, 300}, {1, 17, 300}, true},
@@ -282,7 +284,7 @@ TEST_SUITE("gpu/attention") {
     c.num_qo_heads = 3;  // group 1 (MHA): 2 query tiles, one pair
     run(c, "query tiles");
     c.num_qo_heads = 9;  // group 3
-    c.q_lens = {300};     // 3 query tiles: the second pair's second tile lies past q_len
+    c.q_lens = {300};    // 3 query tiles: the second pair's second tile lies past q_len
     c.kv_lens = {300};
     run(c, "query tiles");
     // Causal MHA, B3, D256 fp16: the first tile of a pair walks one key tile it masks entirely.
@@ -537,45 +539,45 @@ TEST_SUITE("gpu/attention") {
         {0, 500, 10, -7, 200}, {5, 4, 3, 2, 1}, {-100, 0, 2147483647, 40, 200}, {0, 0, 0, 0, 1000000}};
     // e4m3: on Hopper its V^T transpose reads the indptrs too.
     for (tsattn_dtype input : {TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_FLOAT8_E4M3FN})
-    for (tsattn_mask_type mask : {TSATTN_MASK_DENSE, TSATTN_MASK_CAUSAL, TSATTN_MASK_VARIABLE_WINDOW}) {
-      CAPTURE(input);
-      CAPTURE(mask);
-      AttentionCase c;
-      c.packed = true;
-      c.device_indptr = true;
-      c.q_lens = {100, 50, 30, 20};
-      c.kv_lens = {120, 60, 60, 20};
-      c.mask = mask;
-      c.input_dtype = input;
-      c.output_dtype = input;
-      PreparedCase prepared(c, rng);
-      for (const auto& values : garbage) {
-        prepared.write_device_indptrs(values, values);
-        std::string message;
-        CHECK(prepared.call(nullptr, &message) == TSATTN_ERROR_VALUE);
-        CHECK(message.find("indptr") != std::string::npos);
-      }
-      if (mask == TSATTN_MASK_CAUSAL) {  // valid indptrs, but a request with Sq > Sk
-        prepared.write_device_indptrs({0, 100, 150, 180, 200}, {0, 50, 150, 240, 260});
-        std::string message;
-        CHECK(prepared.call(nullptr, &message) == TSATTN_ERROR_VALUE);
-        CHECK(message.find("request 0 has Sq=100 > Sk=50") != std::string::npos);
-      }
+      for (tsattn_mask_type mask : {TSATTN_MASK_DENSE, TSATTN_MASK_CAUSAL, TSATTN_MASK_VARIABLE_WINDOW}) {
+        CAPTURE(input);
+        CAPTURE(mask);
+        AttentionCase c;
+        c.packed = true;
+        c.device_indptr = true;
+        c.q_lens = {100, 50, 30, 20};
+        c.kv_lens = {120, 60, 60, 20};
+        c.mask = mask;
+        c.input_dtype = input;
+        c.output_dtype = input;
+        PreparedCase prepared(c, rng);
+        for (const auto& values : garbage) {
+          prepared.write_device_indptrs(values, values);
+          std::string message;
+          CHECK(prepared.call(nullptr, &message) == TSATTN_ERROR_VALUE);
+          CHECK(message.find("indptr") != std::string::npos);
+        }
+        if (mask == TSATTN_MASK_CAUSAL) {  // valid indptrs, but a request with Sq > Sk
+          prepared.write_device_indptrs({0, 100, 150, 180, 200}, {0, 50, 150, 240, 260});
+          std::string message;
+          CHECK(prepared.call(nullptr, &message) == TSATTN_ERROR_VALUE);
+          CHECK(message.find("request 0 has Sq=100 > Sk=50") != std::string::npos);
+        }
 
-      prepared.refresh(rng, false);  // valid indptrs again
-      CapturedCall captured(prepared);
-      for (const auto& values : garbage) {
-        prepared.write_device_indptrs(values, values);
-        captured.replay();  // throws if the kernel faulted
+        prepared.refresh(rng, false);  // valid indptrs again
+        CapturedCall captured(prepared);
+        for (const auto& values : garbage) {
+          prepared.write_device_indptrs(values, values);
+          captured.replay();  // throws if the kernel faulted
+        }
+        // The context is intact, and the same graph with valid indptrs is right again.
+        prepared.refresh(rng, false);
+        prepared.poison_output();
+        captured.replay();
+        const ref::Comparison cmp = prepared.check();
+        INFO(cmp.first_problem);
+        CHECK(cmp.passed());
       }
-      // The context is intact, and the same graph with valid indptrs is right again.
-      prepared.refresh(rng, false);
-      prepared.poison_output();
-      captured.replay();
-      const ref::Comparison cmp = prepared.check();
-      INFO(cmp.first_problem);
-      CHECK(cmp.passed());
-    }
   }
 
   TEST_CASE("CUDA graph capture with GPU indptrs, replayed with new lengths and inputs") {

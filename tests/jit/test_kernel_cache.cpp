@@ -23,8 +23,8 @@ jit::DiskCacheConfig writable_at(const std::string& root) {
 }
 
 KernelSpec small_spec(Layout layout = Layout::fixed) {
-  return {KernelFamily::sm80, Arch::sm_90a, MaskVariant::causal, 128, TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_BFLOAT16,
-          layout};
+  return {KernelFamily::sm80,    Arch::sm_90a, MaskVariant::causal, 128, TSATTN_DTYPE_BFLOAT16,
+          TSATTN_DTYPE_BFLOAT16, layout};
 }
 
 TEST_SUITE("jit/kernel_cache") {

@@ -87,7 +87,10 @@ TEST_SUITE("jit/nvrtc") {
       CAPTURE(arch);
       const CompileResult result = compile_to_cubin(scale_request(arch));
       REQUIRE(result.cubin.size() > 64);
-      CHECK(std::memcmp(result.cubin.data(), "\x7f" "ELF", 4) == 0);
+      CHECK(std::memcmp(result.cubin.data(),
+                        "\x7f"
+                        "ELF",
+                        4) == 0);
       // e_machine (bytes 18..19, little-endian) is EM_CUDA = 190: a cubin, not PTX or host code.
       CHECK((result.cubin[18] | (result.cubin[19] << 8)) == 190);
       CHECK(result.ptxas.registers > 0);
@@ -123,21 +126,24 @@ TEST_SUITE("jit/nvrtc") {
   }
 
   TEST_CASE("a syntax error gives a runtime error with the log and the offending source line") {
-    CompileRequest request{"test.broken", "extern \"C\" __global__ void broken(float* out) {\n"
-                                          "  float x = 1.0f;\n"
-                                          "  out[0] = x\n"
-                                          "  int y = undefined_name;\n"
-                                          "}\n",
-                           {}, "sm_80", {}};
+    CompileRequest request{"test.broken",
+                           "extern \"C\" __global__ void broken(float* out) {\n"
+                           "  float x = 1.0f;\n"
+                           "  out[0] = x\n"
+                           "  int y = undefined_name;\n"
+                           "}\n",
+                           {},
+                           "sm_80",
+                           {}};
     const tsattn::Error error = compile_error(request);
     const std::string message = error.what();
     CHECK(error.kind() == ErrorKind::runtime);
     CHECK(contains(message, "test.broken"));
     CHECK(contains(message, "sm_80"));
     CHECK(contains(message, "NVRTC_ERROR_COMPILATION"));
-    CHECK(contains(message, "test.broken.cu(4): error"));         // the full log
+    CHECK(contains(message, "test.broken.cu(4): error"));             // the full log
     CHECK(contains(message, ">     4 |   int y = undefined_name;"));  // the excerpt, marked
-    CHECK(contains(message, "      1 | extern \"C\" __global__"));  // with its context
+    CHECK(contains(message, "      1 | extern \"C\" __global__"));    // with its context
   }
 
   TEST_CASE("an error inside an in-memory header is excerpted from that header") {
@@ -185,8 +191,8 @@ TEST_SUITE("jit/nvrtc") {
   }
 
   TEST_CASE("invalid architectures and arch-setting options are value errors") {
-    for (const char* arch : {"", "sm80", "sm_", "sm_8o", "sm_80x", "compute_90", "sm_999", "sm_80a", "sm_90f",
-                             "SM_90A", "sm_90aa"}) {
+    for (const char* arch :
+         {"", "sm80", "sm_", "sm_8o", "sm_80x", "compute_90", "sm_999", "sm_80a", "sm_90f", "SM_90A", "sm_90aa"}) {
       CAPTURE(arch);
       CompileRequest request = scale_request(arch);
       const tsattn::Error error = compile_error(request);
@@ -265,7 +271,7 @@ TEST_SUITE("jit/nvrtc") {
         "some.cu(3): warning: C7599 mentioned outside ptxas is ignored\n"
         "ptxas info    : C75100 is not a four-digit code\n";
     const PtxasReport report = parse_ptxas_report(log);
-    CHECK(report.registers == 168);      // the largest
+    CHECK(report.registers == 168);       // the largest
     CHECK(report.shared_bytes == 66048);  // the largest
     CHECK(report.stack_frame_bytes == 48);
     CHECK(report.spill_store_bytes == 20);  // summed over functions

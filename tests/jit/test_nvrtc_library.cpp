@@ -39,9 +39,9 @@ TEST_SUITE("jit/nvrtc_library") {
     const std::string library = "/venv/lib/python3.12/site-packages/tsattn/lib/libtsattn.so";
     const auto candidates = nvrtc_candidates({"", library, "/opt/cuda"});
     CHECK(origins(candidates) == std::vector<NvrtcOrigin>{NvrtcOrigin::already_loaded, NvrtcOrigin::pip_package,
-                                                         NvrtcOrigin::cuda_home, NvrtcOrigin::cuda_home,
-                                                         NvrtcOrigin::toolkit, NvrtcOrigin::toolkit,
-                                                         NvrtcOrigin::system});
+                                                          NvrtcOrigin::cuda_home, NvrtcOrigin::cuda_home,
+                                                          NvrtcOrigin::toolkit, NvrtcOrigin::toolkit,
+                                                          NvrtcOrigin::system});
     CHECK(candidates[1].path == "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libnvrtc.so.13");
     CHECK(candidates[2].path == "/opt/cuda/lib64/libnvrtc.so.13");
     CHECK(candidates[4].path == "/usr/local/cuda/lib64/libnvrtc.so.13");
@@ -50,7 +50,7 @@ TEST_SUITE("jit/nvrtc_library") {
     CHECK(nvrtc_candidates({"", "/site/tsattn/bin/tsattn", ""})[1].path == "/site/nvidia/cu13/lib/libnvrtc.so.13");
     // Without CUDA_HOME or a known location of this code, those candidates are left out.
     CHECK(origins(nvrtc_candidates({})) == std::vector<NvrtcOrigin>{NvrtcOrigin::already_loaded, NvrtcOrigin::toolkit,
-                                                                   NvrtcOrigin::toolkit, NvrtcOrigin::system});
+                                                                    NvrtcOrigin::toolkit, NvrtcOrigin::system});
   }
 
   TEST_CASE("TSATTN_NVRTC_LIBRARY is the only candidate, and its failure is the error") {

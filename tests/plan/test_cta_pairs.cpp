@@ -56,7 +56,8 @@ TEST_SUITE("plan/cta_pairs") {
     p.kv_indptr_host = p.qo_indptr_host;
     p.batch = 7;
     p.q_tokens = p.kv_tokens = 1814;
-    const std::vector<TsattnTile> pairs = plan_tiles_on_host(p, static_cast<int>(list_tile_rows(PairAxis::query_tiles, 128)));
+    const std::vector<TsattnTile> pairs =
+        plan_tiles_on_host(p, static_cast<int>(list_tile_rows(PairAxis::query_tiles, 128)));
     std::set<std::pair<int, int>> covered;  // (request, 128-row tile)
     int64_t previous_work = -1;
     for (const TsattnTile& t : pairs) {
@@ -65,7 +66,8 @@ TEST_SUITE("plan/cta_pairs") {
       const int64_t q_len = p.q_len(t.request);
       REQUIRE(int64_t{t.q_tile} * 256 < q_len);  // the kernel's test for a live entry
       for (int half = 0; half < 2; ++half)
-        if ((2 * int64_t{t.q_tile} + half) * 128 < q_len) CHECK(covered.insert({t.request, 2 * t.q_tile + half}).second);
+        if ((2 * int64_t{t.q_tile} + half) * 128 < q_len)
+          CHECK(covered.insert({t.request, 2 * t.q_tile + half}).second);
       const int64_t work = tile_work(p, q_len, p.kv_len(t.request), t.q_tile, 256);
       if (previous_work >= 0) CHECK(work <= previous_work);  // heaviest first
       previous_work = work;

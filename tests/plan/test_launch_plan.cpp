@@ -48,7 +48,7 @@ struct Knobs {
 };
 KnobReader reader(Knobs knobs) {
   return [knobs](Knob knob) -> std::string {
-    const std::string& value = knob == Knob::work_order ? knobs.work_order
+    const std::string& value = knob == Knob::work_order   ? knobs.work_order
                                : knob == Knob::split_tail ? knobs.split_tail
                                                           : std::string();
     if (value.empty()) FAIL("the plan read a knob it should not need: ", static_cast<int>(knob));
@@ -56,7 +56,8 @@ KnobReader reader(Knobs knobs) {
   };
 }
 
-Problem fixed(int64_t batch, int64_t q_rows, int64_t kv_rows, int qo_heads, int kv_heads, MaskMode mask = MaskMode::dense) {
+Problem fixed(int64_t batch, int64_t q_rows, int64_t kv_rows, int qo_heads, int kv_heads,
+              MaskMode mask = MaskMode::dense) {
   Problem p;
   p.layout = Layout::fixed;
   p.batch = batch;
@@ -70,7 +71,8 @@ Problem fixed(int64_t batch, int64_t q_rows, int64_t kv_rows, int qo_heads, int 
 }
 
 // Packed, host indptrs; every request has as many keys as queries.
-Problem packed_on_host(const std::vector<int32_t>& lengths, int qo_heads, int kv_heads, MaskMode mask = MaskMode::dense) {
+Problem packed_on_host(const std::vector<int32_t>& lengths, int qo_heads, int kv_heads,
+                       MaskMode mask = MaskMode::dense) {
   Problem p = fixed(static_cast<int64_t>(lengths.size()), 0, 0, qo_heads, kv_heads, mask);
   p.layout = Layout::packed;
   p.indptr_on_host = true;
@@ -186,7 +188,8 @@ TEST_SUITE("plan/launch_plan") {
     CHECK(static_params.work_counter == nullptr);
 
     // "auto" keeps dense fixed-layout items (all of one cost) in static turns.
-    CHECK_FALSE(plan_launch(fixed(1, 4096, 4096, 8, 8), kernel, kMultiprocessors, reader({"auto", "off"})).dynamic_order);
+    CHECK_FALSE(
+        plan_launch(fixed(1, 4096, 4096, 8, 8), kernel, kMultiprocessors, reader({"auto", "off"})).dynamic_order);
     // A kernel without a counter never asks for TSATTN_WORK_ORDER.
     CHECK_FALSE(plan_launch(causal, portable_kernel(), kMultiprocessors, reader({})).dynamic_order);
   }
@@ -266,7 +269,8 @@ TEST_SUITE("plan/launch_plan") {
     CHECK_FALSE(dynamic.workspace.split_counts.present());
     // Nor do a causal mask, the packed layout or a kernel without partial buffers.
     CHECK(plan_launch(fixed(1, 8192, 8192, 32, 8, MaskMode::causal), hopper_kernel(), kMultiprocessors,
-                      reader({"static", ""})).split_slots == 0);
+                      reader({"static", ""}))
+              .split_slots == 0);
     KernelFacts unsplittable = hopper_kernel();
     unsplittable.split_partial_bytes = 0;
     CHECK(plan_launch(p, unsplittable, kMultiprocessors, reader({"static", ""})).split_slots == 0);
@@ -360,10 +364,10 @@ TEST_SUITE("plan/launch_plan") {
 
   TEST_CASE("the V^T pre-pass: a warp per 32 keys of a request, 4 per CTA, at most 16 CTAs per multiprocessor") {
     const std::pair<Problem, int64_t> cases[] = {
-        {fixed(2, 128, 8192, 8, 8), 8192},          // 2 x 256 groups: 128 CTAs
-        {packed_on_device(4, 512, 8, 8), 1024},     // 32 groups: 8 CTAs
-        {fixed(1, 128, 32, 8, 8), 32},              // one group: one CTA
-        {fixed(8, 128, 1 << 20, 8, 8), 1 << 20},    // 262144 groups: capped at 132 x 16
+        {fixed(2, 128, 8192, 8, 8), 8192},        // 2 x 256 groups: 128 CTAs
+        {packed_on_device(4, 512, 8, 8), 1024},   // 32 groups: 8 CTAs
+        {fixed(1, 128, 32, 8, 8), 32},            // one group: one CTA
+        {fixed(8, 128, 1 << 20, 8, 8), 1 << 20},  // 262144 groups: capped at 132 x 16
     };
     const unsigned expected[] = {128, 8, 1, 132 * 16};
     for (size_t i = 0; i < std::size(cases); ++i) {
@@ -389,10 +393,10 @@ TEST_SUITE("plan/launch_plan") {
         for (const MaskMode mask : {MaskMode::dense, MaskMode::causal})
           for (const int64_t rows : {1, 127, 129, 1000, 4097})
             for (const Knobs& knob : knobs) {
-              const Problem problems[] = {
-                  fixed(3, rows, rows, qo_heads, kv_heads, mask),
-                  packed_on_host({static_cast<int32_t>(rows), 0, 5, static_cast<int32_t>(rows)}, qo_heads, kv_heads, mask),
-                  packed_on_device(4, rows, qo_heads, kv_heads)};
+              const Problem problems[] = {fixed(3, rows, rows, qo_heads, kv_heads, mask),
+                                          packed_on_host({static_cast<int32_t>(rows), 0, 5, static_cast<int32_t>(rows)},
+                                                         qo_heads, kv_heads, mask),
+                                          packed_on_device(4, rows, qo_heads, kv_heads)};
               for (const Problem& p : problems) {
                 CAPTURE(static_cast<int>(p.layout));
                 CAPTURE(p.indptr_on_host);

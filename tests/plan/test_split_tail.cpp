@@ -89,12 +89,12 @@ TEST_CASE("split tail: every tile of the tail once, cut slots in two parts at on
   check_walk(1024, 66, 52);
   check_walk(272, 66, 14);
   check_walk(144, 66, 8);
-  check_walk(128, 66, 7);     // every slot in the tail (F = S)
-  check_walk(67, 66, 1);      // one tile per slot: no slot is cut
+  check_walk(128, 66, 7);  // every slot in the tail (F = S)
+  check_walk(67, 66, 1);   // one tile per slot: no slot is cut
   check_walk(131, 66, 2);
   check_walk(4096, 132, 103);
   check_walk(7, 4, 3);
-  check_walk(3, 2, 32767);    // the largest n the 32-bit arithmetic allows, at a small W
+  check_walk(3, 2, 32767);      // the largest n the 32-bit arithmetic allows, at a small W
   check_walk(511, 256, 32767);  // and at the largest W
   for (uint32_t walkers = 1; walkers <= 9; ++walkers)
     for (uint32_t slots = walkers + 1; slots <= 4 * walkers + 3; ++slots)
@@ -106,11 +106,11 @@ TEST_CASE("split tail: walkable only within the 32-bit bounds and the tail's sha
   using tsattn_dev::kMaxSplitSteps;
   using tsattn_dev::kMaxSplitWalkers;
   CHECK(split_tail_walkable(1024, 100, 66, 52));
-  CHECK_FALSE(split_tail_walkable(1024, 65, 66, 52));    // F < W
-  CHECK_FALSE(split_tail_walkable(1024, 132, 66, 52));   // F >= 2 W
-  CHECK_FALSE(split_tail_walkable(1024, 101, 66, 52));   // S - F not whole rounds
-  CHECK_FALSE(split_tail_walkable(90, 100, 66, 52));     // F > S
-  CHECK_FALSE(split_tail_walkable(1024, 100, 66, 0));    // no keys
+  CHECK_FALSE(split_tail_walkable(1024, 65, 66, 52));   // F < W
+  CHECK_FALSE(split_tail_walkable(1024, 132, 66, 52));  // F >= 2 W
+  CHECK_FALSE(split_tail_walkable(1024, 101, 66, 52));  // S - F not whole rounds
+  CHECK_FALSE(split_tail_walkable(90, 100, 66, 52));    // F > S
+  CHECK_FALSE(split_tail_walkable(1024, 100, 66, 0));   // no keys
   CHECK(split_tail_walkable(1024, 100, 66, kMaxSplitSteps));
   CHECK_FALSE(split_tail_walkable(1024, 100, 66, kMaxSplitSteps + 1));
   CHECK_FALSE(split_tail_walkable(100000, kMaxSplitWalkers + 2, kMaxSplitWalkers + 1, 4));
@@ -128,11 +128,11 @@ TEST_CASE("split tail: the host splits where the cost model predicts a shorter c
   CHECK(split_tail_slots(1056, 66, 53, "auto") == 0);    // S8448: 16 full rounds
   CHECK(split_tail_slots(256, 66, 13, "on") == 124);
   CHECK(split_tail_slots(1024, 66, 52, "off") == 0);
-  CHECK(split_tail_slots(1056, 66, 53, "on") == 0);      // nothing to even out
-  CHECK(split_tail_slots(60, 66, 13, "on") == 0);        // fewer slots than walkers: one round
-  CHECK(split_tail_slots(1024, 66, 0, "on") == 0);       // no keys
-  CHECK(split_tail_slots(1024, 300, 52, "on") == 0);     // more walkers than the walk allows
-  CHECK(split_tail_slots(1024, 66, 40000, "on") == 0);   // more key tiles than the walk allows
+  CHECK(split_tail_slots(1056, 66, 53, "on") == 0);     // nothing to even out
+  CHECK(split_tail_slots(60, 66, 13, "on") == 0);       // fewer slots than walkers: one round
+  CHECK(split_tail_slots(1024, 66, 0, "on") == 0);      // no keys
+  CHECK(split_tail_slots(1024, 300, 52, "on") == 0);    // more walkers than the walk allows
+  CHECK(split_tail_slots(1024, 66, 40000, "on") == 0);  // more key tiles than the walk allows
 }
 
 }  // namespace

@@ -156,8 +156,8 @@ TEST_SUITE("plan/tensor_maps") {
         const int64_t start = TSATTN_VT_PACKED_START(begin, int64_t{b});
         CAPTURE(trial);
         CAPTURE(b);
-        CHECK(start % 32 == 0);          // 32-key groups and 16-byte TMA coordinates line up
-        CHECK(start + len <= row);       // every column a request addresses is in the row
+        CHECK(start % 32 == 0);     // 32-key groups and 16-byte TMA coordinates line up
+        CHECK(start + len <= row);  // every column a request addresses is in the row
         if (!malformed) {
           CHECK(start >= previous_end);  // requests never overlap
           previous_end = start + len;
@@ -192,8 +192,9 @@ TEST_SUITE("plan/tensor_maps") {
     const Problem valid = CallBuilder::fixed(2, 16, 32, 8, 2, 128).validate();
     Problem p = valid;
     p.out.token_stride = 8 * 128 + 1;
-    CHECK(reason_of(p) == "out token stride is 1025 elements (2050 bytes), not a multiple of 4 bytes; the sm90a kernel "
-                          "stores pairs of elements");
+    CHECK(reason_of(p) ==
+          "out token stride is 1025 elements (2050 bytes), not a multiple of 4 bytes; the sm90a kernel "
+          "stores pairs of elements");
 
     p = valid;
     shift(p.out.data, 2);

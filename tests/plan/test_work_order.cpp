@@ -114,8 +114,8 @@ TEST_SUITE("plan/work_order") {
     for (const int64_t tiles : {1, 3, 16, 17, 64})
       for (const auto& [heads, group] : head_groups)
         for (const int chunk : {1, 2, 4, 16, 100})
-          for (const ListWalkers walkers : {ListWalkers{1, 1}, ListWalkers{7, 1}, ListWalkers{132, 1}, ListWalkers{5, 2},
-                                            ListWalkers{66, 2}}) {
+          for (const ListWalkers walkers :
+               {ListWalkers{1, 1}, ListWalkers{7, 1}, ListWalkers{132, 1}, ListWalkers{5, 2}, ListWalkers{66, 2}}) {
             if (walkers.items_per_slot == 2 && group % 2 != 0) continue;  // pairs need even groups
             CAPTURE(tiles);
             CAPTURE(heads);
@@ -158,7 +158,8 @@ TEST_SUITE("plan/work_order") {
       std::vector<double> costs;
       for (int t = 15; t >= 0; --t) costs.push_back(t + 1 + 1.5);  // tile t sees t + 1 key tiles
       double best = 1e30;
-      for (const int c : {1, 2, 4, 8, 16}) best = std::min(best, predicted_makespan(costs, 32, p.group_size(), c, walkers));
+      for (const int c : {1, 2, 4, 8, 16})
+        best = std::min(best, predicted_makespan(costs, 32, p.group_size(), c, walkers));
       CHECK(predicted_makespan(costs, 32, p.group_size(), chunk, walkers) <= best * 1.02);
       return chunk;
     };
@@ -190,7 +191,8 @@ TEST_SUITE("plan/work_order") {
     p.mask = MaskMode::dense;
     p.num_qo_heads = p.num_kv_heads = 1 << 20;
     const int64_t huge = int64_t{1} << 40;
-    CHECK(int64_t{tiles_per_chunk(p, 128, nullptr, huge, singles)} * p.num_qo_heads <= std::numeric_limits<int32_t>::max());
+    CHECK(int64_t{tiles_per_chunk(p, 128, nullptr, huge, singles)} * p.num_qo_heads <=
+          std::numeric_limits<int32_t>::max());
   }
 
   TEST_CASE("dynamic order: where items differ in cost and each CTA has enough work, unless forced") {

@@ -26,15 +26,19 @@ def _library_or_reason() -> Optional[str]:
 LIBRARY_MISSING = _library_or_reason()
 HAS_CUDA = torch.cuda.is_available()
 
-needs_library = pytest.mark.skipif(LIBRARY_MISSING is not None,
-                                   reason=f"skipped: libtsattn not found ({LIBRARY_MISSING})")
+needs_library = pytest.mark.skipif(
+    LIBRARY_MISSING is not None, reason=f"skipped: libtsattn not found ({LIBRARY_MISSING})"
+)
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="skipped: no CUDA device")
 
 
 def report_header() -> List[str]:
     lib = LIBRARY_MISSING or _library.library_path()
-    return [f"tsattn package: {tsattn.__file__}", f"libtsattn: {lib}",
-            f"torch {torch.__version__}, CUDA device: {HAS_CUDA}"]
+    return [
+        f"tsattn package: {tsattn.__file__}",
+        f"libtsattn: {lib}",
+        f"torch {torch.__version__}, CUDA device: {HAS_CUDA}",
+    ]
 
 
 def call_or_xfail(fn):
@@ -78,6 +82,7 @@ def replay_with_fresh_inputs(graph, inputs, out, check, replays=3) -> None:
 
 # ---------------------------------------------------------------- inputs
 
+
 def randn(shape, dtype, device=None, generator=None):
     """0.2*randn (0.125 for fp8), fresh per call, cast to dtype (docs/contract.md, "Tolerances used by the tests")."""
     scale = 0.125 if dtype == FP8 else 0.2
@@ -97,8 +102,10 @@ def poisoned(shape, dtype, device=None):
 
 # ---------------------------------------------------------------- reference
 
-def visible_mask(sq: int, sk: int, mask_type: str, window_left: int = -1, starts=None, ends=None,
-                 device="cpu") -> torch.Tensor:
+
+def visible_mask(
+    sq: int, sk: int, mask_type: str, window_left: int = -1, starts=None, ends=None, device="cpu"
+) -> torch.Tensor:
     """bool [sq, sk]: key j visible to query row i (docs/contract.md, "Masks"), for one request."""
     i = torch.arange(sq, device=device).unsqueeze(1)
     j = torch.arange(sk, device=device).unsqueeze(0)
@@ -134,8 +141,20 @@ def attention_one(q, k, v, mask, sm_scale, output_scale) -> torch.Tensor:
     return (torch.einsum("hij,jhd->ihd", p, v) * output_scale).float()
 
 
-def reference(q, k, v, *, qo_indptr=None, kv_indptr=None, mask_type="dense", window_left=-1,
-              starts=None, ends=None, sm_scale=None, output_scale=1.0) -> torch.Tensor:
+def reference(
+    q,
+    k,
+    v,
+    *,
+    qo_indptr=None,
+    kv_indptr=None,
+    mask_type="dense",
+    window_left=-1,
+    starts=None,
+    ends=None,
+    sm_scale=None,
+    output_scale=1.0,
+) -> torch.Tensor:
     """fp32 oracle for batch_prefill's arguments (fixed or packed layout)."""
     d = q.shape[-1]
     scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
@@ -143,16 +162,30 @@ def reference(q, k, v, *, qo_indptr=None, kv_indptr=None, mask_type="dense", win
         outs = []
         for b in range(q.shape[0]):
             sq, sk = q.shape[1], k.shape[1]
-            m = visible_mask(sq, sk, mask_type, window_left,
-                             None if starts is None else starts[b], None if ends is None else ends[b], q.device)
+            m = visible_mask(
+                sq,
+                sk,
+                mask_type,
+                window_left,
+                None if starts is None else starts[b],
+                None if ends is None else ends[b],
+                q.device,
+            )
             outs.append(attention_one(q[b], k[b], v[b], m, scale, output_scale))
         return torch.stack(outs)
     qo, kv = qo_indptr.tolist(), kv_indptr.tolist()
     out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     for b in range(len(qo) - 1):
         q0, q1, k0, k1 = qo[b], qo[b + 1], kv[b], kv[b + 1]
-        m = visible_mask(q1 - q0, k1 - k0, mask_type, window_left,
-                         None if starts is None else starts[q0:q1], None if ends is None else ends[q0:q1], q.device)
+        m = visible_mask(
+            q1 - q0,
+            k1 - k0,
+            mask_type,
+            window_left,
+            None if starts is None else starts[q0:q1],
+            None if ends is None else ends[q0:q1],
+            q.device,
+        )
         out[q0:q1] = attention_one(q[q0:q1], k[k0:k1], v[k0:k1], m, scale, output_scale)
     return out
 
@@ -188,9 +221,11 @@ def assert_close_to_reference(actual: torch.Tensor, expected: torch.Tensor, in_d
     bad = ~(torch.abs(a - e) <= atol + rtol * torch.abs(e))
     if bad.any():
         idx = tuple(int(x) for x in bad.nonzero()[0])
-        raise AssertionError(f"{what}: {int(bad.sum())} of {a.numel()} elements outside rtol={rtol} atol={atol}; "
-                             f"first at {idx}: got {a[idx].item():.6f}, want {e[idx].item():.6f}; "
-                             f"max abs err {float((a - e).abs().max()):.4g}")
+        raise AssertionError(
+            f"{what}: {int(bad.sum())} of {a.numel()} elements outside rtol={rtol} atol={atol}; "
+            f"first at {idx}: got {a[idx].item():.6f}, want {e[idx].item():.6f}; "
+            f"max abs err {float((a - e).abs().max()):.4g}"
+        )
     norm = float(e.norm())
     if norm > 0:
         # Plus what rounding the reference itself to the output dtype costs: for fp8 outputs

@@ -30,10 +30,19 @@ def _run(q, k, v, out_dtype=None, use_out=True, **kwargs):
         assert result is out
     assert result.dtype == resolved and result.shape == q.shape and result.device == q.device
     torch.cuda.synchronize()
-    ref_kwargs = {key: val for key, val in kwargs.items() if key not in ("variable_window_token_starts",
-                                                                        "variable_window_token_ends")}
-    expected = reference(q, k, v, starts=kwargs.get("variable_window_token_starts"),
-                         ends=kwargs.get("variable_window_token_ends"), **ref_kwargs)
+    ref_kwargs = {
+        key: val
+        for key, val in kwargs.items()
+        if key not in ("variable_window_token_starts", "variable_window_token_ends")
+    }
+    expected = reference(
+        q,
+        k,
+        v,
+        starts=kwargs.get("variable_window_token_starts"),
+        ends=kwargs.get("variable_window_token_ends"),
+        **ref_kwargs,
+    )
     return result, expected
 
 
@@ -83,7 +92,6 @@ def test_allocated_out_and_scales():
     assert_close_to_reference(result, expected, q.dtype, "int sm_scale, out_dtype=fp16")
 
 
-
 @pytest.mark.parametrize("mask", ["dense", "causal", "variable_window"])
 @pytest.mark.parametrize("d", [128, 256])
 @pytest.mark.parametrize("din", ["bf16", "fp16", "fp8"])
@@ -104,8 +112,7 @@ def test_running_max_climbs_across_key_tiles(din, d, mask):
     if mask == "variable_window":  # row i sees keys 0 .. i
         rows = torch.arange(s, device=support.DEVICE, dtype=torch.int32).view(1, s)
         bounds = dict(variable_window_token_starts=torch.zeros_like(rows), variable_window_token_ends=rows)
-    result, expected = _run(q, k, v, out_dtype=BF16 if din == "fp8" else None, mask_type=mask, sm_scale=8.0,
-                            **bounds)
+    result, expected = _run(q, k, v, out_dtype=BF16 if din == "fp8" else None, mask_type=mask, sm_scale=8.0, **bounds)
     assert_close_to_reference(result, expected, q.dtype, f"climbing scores {din} D{d} {mask}")
 
 
@@ -133,8 +140,9 @@ def test_fp8_scales_folded_in():
     q = randn((1, 129, 8, 128), FP8)
     k = randn((1, 129, 2, 128), FP8)
     v = randn((1, 129, 2, 128), FP8)
-    out = tsattn.batch_prefill(q, k, v, mask_type="causal", sm_scale=sq_ * sk_ / 128**0.5, output_scale=sv_,
-                               out_dtype=BF16)
+    out = tsattn.batch_prefill(
+        q, k, v, mask_type="causal", sm_scale=sq_ * sk_ / 128**0.5, output_scale=sv_, out_dtype=BF16
+    )
     torch.cuda.synchronize()
     expected = reference(q.float() * sq_, k.float() * sk_, v.float() * sv_, mask_type="causal")
     assert_close_to_reference(out, expected, FP8, "fp8 with folded scales")
@@ -174,8 +182,15 @@ def test_variable_window_fixed(case):
     k = randn((b, sk, hkv, d), DTYPES[din])
     v = randn((b, sk, hkv, d), DTYPES[din])
     starts, ends = _variable_bounds(b, sq, sk, valid)
-    result, expected = _run(q, k, v, out_dtype=DTYPES[dout] if dout else None, mask_type="variable_window",
-                            variable_window_token_starts=starts, variable_window_token_ends=ends)
+    result, expected = _run(
+        q,
+        k,
+        v,
+        out_dtype=DTYPES[dout] if dout else None,
+        mask_type="variable_window",
+        variable_window_token_starts=starts,
+        variable_window_token_ends=ends,
+    )
     assert_close_to_reference(result, expected, q.dtype, name)
     if not valid:
         assert (result[:, :2].float() == 0).all(), "rows with no visible key must output exactly 0"
@@ -183,17 +198,44 @@ def test_variable_window_fixed(case):
 
 # (id, [(Sq, Sk) per request], Hq, Hkv, D, in, out, mask, window)
 PACKED = [
-    ("causal_bf16_gqa4_with_empty_requests", [(17, 17), (0, 0), (1, 129), (127, 127), (0, 5), (129, 200)],
-     8, 2, 128, "bf16", None, "causal", -1),
-    ("dense_fp16_d256_sq_gt_sk_and_no_keys", [(17, 5), (5, 0), (129, 129), (0, 0), (1, 17)],
-     4, 4, 256, "fp16", None, "dense", -1),
+    (
+        "causal_bf16_gqa4_with_empty_requests",
+        [(17, 17), (0, 0), (1, 129), (127, 127), (0, 5), (129, 200)],
+        8,
+        2,
+        128,
+        "bf16",
+        None,
+        "causal",
+        -1,
+    ),
+    (
+        "dense_fp16_d256_sq_gt_sk_and_no_keys",
+        [(17, 5), (5, 0), (129, 129), (0, 0), (1, 17)],
+        4,
+        4,
+        256,
+        "fp16",
+        None,
+        "dense",
+        -1,
+    ),
     ("causal_window17_fp8_to_bf16", [(129, 129), (17, 127), (0, 3), (1, 1)], 8, 2, 128, "fp8", "bf16", "causal", 17),
     ("causal_fp16_to_fp8_d256", [(127, 129), (1, 17), (17, 17)], 4, 1, 256, "fp16", "fp8", "causal", -1),
     ("single_request", [(129, 129)], 4, 2, 128, "bf16", "fp16", "causal", -1),
     # Dense D128 16-bit: two Q buffers in turn, O staged in them; requests without keys between
     # (their rows are written as zeros straight from registers, not through a Q buffer).
-    ("dense_bf16_d128_no_keys_between_long_requests",
-     [(300, 260), (129, 0), (1, 1), (0, 0), (257, 129), (64, 0), (700, 511)], 8, 2, 128, "bf16", None, "dense", -1),
+    (
+        "dense_bf16_d128_no_keys_between_long_requests",
+        [(300, 260), (129, 0), (1, 1), (0, 0), (257, 129), (64, 0), (700, 511)],
+        8,
+        2,
+        128,
+        "bf16",
+        None,
+        "dense",
+        -1,
+    ),
 ]
 
 
@@ -213,8 +255,16 @@ def test_packed_layout_host_indptrs(case):
         pytest.skip("skipped: torch has no float8_e4m3fn")
     _seed(name)
     q, k, v, qo, kv = _packed_inputs(lengths, hq, hkv, d, DTYPES[din])
-    result, expected = _run(q, k, v, out_dtype=DTYPES[dout] if dout else None, qo_indptr=qo, kv_indptr=kv,
-                            mask_type=mask, window_left=window)
+    result, expected = _run(
+        q,
+        k,
+        v,
+        out_dtype=DTYPES[dout] if dout else None,
+        qo_indptr=qo,
+        kv_indptr=kv,
+        mask_type=mask,
+        window_left=window,
+    )
     assert_close_to_reference(result, expected, q.dtype, name)
 
 
@@ -224,8 +274,16 @@ def test_packed_variable_window():
     q, k, v, qo, kv = _packed_inputs(lengths, 4, 2, 128, F16)
     total_q = q.shape[0]
     starts, ends = _variable_bounds(1, total_q, 127, valid=False, shape=(total_q,))
-    result, expected = _run(q, k, v, qo_indptr=qo, kv_indptr=kv, mask_type="variable_window",
-                            variable_window_token_starts=starts, variable_window_token_ends=ends)
+    result, expected = _run(
+        q,
+        k,
+        v,
+        qo_indptr=qo,
+        kv_indptr=kv,
+        mask_type="variable_window",
+        variable_window_token_starts=starts,
+        variable_window_token_ends=ends,
+    )
     assert_close_to_reference(result, expected, q.dtype, "packed variable window")
 
 
@@ -234,7 +292,7 @@ def test_fused_qkv_views_fixed():
     _seed("fused-fixed")
     b, s, hq, hkv, d = 2, 129, 8, 2, 128
     qkv = randn((b, s, hq + 2 * hkv, d), F16)
-    q, k, v = qkv[:, :, :hq], qkv[:, :, hq:hq + hkv], qkv[:, :, hq + hkv:]
+    q, k, v = qkv[:, :, :hq], qkv[:, :, hq : hq + hkv], qkv[:, :, hq + hkv :]
     assert not q.is_contiguous()
     result, expected = _run(q, k, v, mask_type="causal")
     assert_close_to_reference(result, expected, q.dtype, "fused QKV fixed")
@@ -249,15 +307,16 @@ def test_fused_qkv_views_packed_and_strided_out(d):
     hq, hkv = 4, 1
     qo, kv = indptr([a for a, _ in lengths]), indptr([b for _, b in lengths])
     qkv = randn((int(qo[-1]), hq + 2 * hkv, d), BF16)
-    q, k, v = qkv[:, :hq], qkv[:, hq:hq + hkv], qkv[:, hq + hkv:]
+    q, k, v = qkv[:, :hq], qkv[:, hq : hq + hkv], qkv[:, hq + hkv :]
     big = poisoned((q.shape[0], hq + 3, d), BF16)
-    out = big[:, 1:hq + 1]  # a strided view of a larger buffer, 16-byte aligned
+    out = big[:, 1 : hq + 1]  # a strided view of a larger buffer, 16-byte aligned
     result = tsattn.batch_prefill(q, k, v, qo_indptr=qo, kv_indptr=kv, out=out)
     assert result is out
     torch.cuda.synchronize()
     assert_close_to_reference(out, reference(q, k, v, qo_indptr=qo, kv_indptr=kv), BF16, "fused QKV packed")
-    assert torch.isnan(big[:, 0].float()).all() and torch.isnan(big[:, hq + 1:].float()).all(), \
+    assert torch.isnan(big[:, 0].float()).all() and torch.isnan(big[:, hq + 1 :].float()).all(), (
         "wrote outside the out view"
+    )
 
 
 @pytest.mark.parametrize("out_dtype", [BF16, F16])

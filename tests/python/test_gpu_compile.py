@@ -28,7 +28,7 @@ class AttentionBlock(torch.nn.Module):
     def attention_inputs(self, x):
         b, s, _ = x.shape
         qkv = self.qkv(x).view(b, s, self.hq + 2 * self.hkv, self.d)
-        return qkv[:, :, :self.hq], qkv[:, :, self.hq:self.hq + self.hkv], qkv[:, :, self.hq + self.hkv:]
+        return qkv[:, :, : self.hq], qkv[:, :, self.hq : self.hq + self.hkv], qkv[:, :, self.hq + self.hkv :]
 
     def forward(self, x):
         q, k, v = self.attention_inputs(x)

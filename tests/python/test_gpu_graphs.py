@@ -21,8 +21,11 @@ def test_packed_layout_gpu_indptrs():
     v = randn((int(kv[-1]), 2, 128), BF16)
     for mask, window in (("causal", -1), ("causal", 17), ("dense", -1)):
         out = poisoned(q.shape, BF16)
-        call_or_xfail(lambda: tsattn.batch_prefill(q, k, v, qo_indptr=qo, kv_indptr=kv, mask_type=mask,
-                                                   window_left=window, out=out))
+        call_or_xfail(
+            lambda: tsattn.batch_prefill(
+                q, k, v, qo_indptr=qo, kv_indptr=kv, mask_type=mask, window_left=window, out=out
+            )
+        )
         torch.cuda.synchronize()
         expected = reference(q, k, v, qo_indptr=qo.cpu(), kv_indptr=kv.cpu(), mask_type=mask, window_left=window)
         assert_close_to_reference(out, expected, BF16, f"GPU indptrs {mask} window={window}")
@@ -77,16 +80,26 @@ def test_cuda_graph_capture_gpu_indptrs_variable_window():
     out = poisoned(q.shape, BF16)
 
     def call():
-        tsattn.batch_prefill(q, k, v, qo_indptr=qo, kv_indptr=kv, mask_type="variable_window",
-                             variable_window_token_starts=starts, variable_window_token_ends=ends, out=out)
+        tsattn.batch_prefill(
+            q,
+            k,
+            v,
+            qo_indptr=qo,
+            kv_indptr=kv,
+            mask_type="variable_window",
+            variable_window_token_starts=starts,
+            variable_window_token_ends=ends,
+            out=out,
+        )
 
     graph = capture_graph(call)
     starts.copy_(torch.randint(-4, 70, (129,), device="cuda", dtype=torch.int32))
     out.fill_(float("nan"))
     graph.replay()
     torch.cuda.synchronize()
-    expected = reference(q, k, v, qo_indptr=qo.cpu(), kv_indptr=kv.cpu(), mask_type="variable_window",
-                         starts=starts, ends=ends)
+    expected = reference(
+        q, k, v, qo_indptr=qo.cpu(), kv_indptr=kv.cpu(), mask_type="variable_window", starts=starts, ends=ends
+    )
     assert_close_to_reference(out, expected, BF16, "graph replay, variable window")
 
 

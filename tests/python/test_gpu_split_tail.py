@@ -25,13 +25,13 @@ F16, BF16 = torch.float16, torch.bfloat16
 # (id, B, Sq, Sk, Hq, Hkv, D, dtype, out dtype). The slot counts are for an H200 (66 CTA pairs):
 # each case has more slots than walkers and a last round that is not full, so "on" splits it.
 CASES = [
-    ("d128_gqa4_pairs_along_heads", 1, 1152, 1152, 32, 8, 128, BF16, BF16),    # 144 slots, 8 key tiles each
-    ("d128_mha_pairs_along_tiles", 1, 1000, 1000, 32, 32, 128, F16, F16),      # 128 slots: all in the tail
-    ("d128_odd_group_batch2", 2, 700, 700, 24, 8, 128, BF16, F16),            # group 3: along tiles
-    ("d256_never_splits", 1, 1100, 1100, 16, 8, 256, BF16, BF16),             # D256 kernels ignore the knob
-    ("d128_fewer_keys_than_queries", 2, 600, 333, 32, 8, 128, F16, BF16),     # 3 key tiles, last one partial
-    ("d128_one_key_tile_per_slot", 4, 300, 100, 32, 8, 128, BF16, BF16),      # whole slots only
-    ("d128_longer_keys", 1, 4000, 4000, 32, 8, 128, BF16, BF16),              # 512 slots of 25
+    ("d128_gqa4_pairs_along_heads", 1, 1152, 1152, 32, 8, 128, BF16, BF16),  # 144 slots, 8 key tiles each
+    ("d128_mha_pairs_along_tiles", 1, 1000, 1000, 32, 32, 128, F16, F16),  # 128 slots: all in the tail
+    ("d128_odd_group_batch2", 2, 700, 700, 24, 8, 128, BF16, F16),  # group 3: along tiles
+    ("d256_never_splits", 1, 1100, 1100, 16, 8, 256, BF16, BF16),  # D256 kernels ignore the knob
+    ("d128_fewer_keys_than_queries", 2, 600, 333, 32, 8, 128, F16, BF16),  # 3 key tiles, last one partial
+    ("d128_one_key_tile_per_slot", 4, 300, 100, 32, 8, 128, BF16, BF16),  # whole slots only
+    ("d128_longer_keys", 1, 4000, 4000, 32, 8, 128, BF16, BF16),  # 512 slots of 25
 ]
 
 
@@ -85,8 +85,11 @@ def test_graph_replays_zero_the_counts_again(monkeypatch):
         tsattn.batch_prefill(q, k, v, out=out, mask_type="dense")
 
     replay_with_fresh_inputs(
-        capture_graph(call), (q, k, v), out,
-        lambda replay: assert_close_to_reference(out, reference(q, k, v, mask_type="dense"), BF16, f"replay {replay}"))
+        capture_graph(call),
+        (q, k, v),
+        out,
+        lambda replay: assert_close_to_reference(out, reference(q, k, v, mask_type="dense"), BF16, f"replay {replay}"),
+    )
 
 
 _PROBE = """
@@ -102,8 +105,13 @@ for s, d, mask in [(1152, 128, "dense"), (2048, 128, "dense"), (1152, 128, "caus
 
 def _split_calls(mode):
     """Per call of _PROBE in a fresh process: whether its launch split the tail (debug log)."""
-    env = dict(os.environ, TSATTN_LOG_LEVEL="debug", TSATTN_SPLIT_TAIL=mode, TSATTN_WORK_ORDER="auto",
-               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # this checkout's package
+    env = dict(
+        os.environ,
+        TSATTN_LOG_LEVEL="debug",
+        TSATTN_SPLIT_TAIL=mode,
+        TSATTN_WORK_ORDER="auto",
+        PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+    )  # this checkout's package
     run = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-4000:]
     calls, split = [], False

@@ -16,8 +16,16 @@ import torch
 
 import tsattn
 
-from support import FP8, assert_close_to_reference, capture_graph, indptr, poisoned, randn, reference, \
-    replay_with_fresh_inputs
+from support import (
+    FP8,
+    assert_close_to_reference,
+    capture_graph,
+    indptr,
+    poisoned,
+    randn,
+    reference,
+    replay_with_fresh_inputs,
+)
 
 F16, BF16 = torch.float16, torch.bfloat16
 DTYPES = {"fp16": F16, "bf16": BF16, "fp8": FP8}
@@ -28,8 +36,16 @@ DTYPES = {"fp16": F16, "bf16": BF16, "fp8": FP8}
 CASES = [
     ("causal_bf16_fixed_gqa4_many_items", (2, 2049), 8, 2, 128, "bf16", "causal", -1),
     ("causal_fp16_fixed_mha_pairs_along_tiles", (2, 513), 4, 4, 128, "fp16", "causal", -1),
-    ("causal_bf16_packed_ragged_with_empty_requests",
-     [(700, 700), (0, 0), (1, 1), (129, 129), (300, 450), (0, 7), (127, 127)], 8, 2, 128, "bf16", "causal", -1),
+    (
+        "causal_bf16_packed_ragged_with_empty_requests",
+        [(700, 700), (0, 0), (1, 1), (129, 129), (300, 450), (0, 7), (127, 127)],
+        8,
+        2,
+        128,
+        "bf16",
+        "causal",
+        -1,
+    ),
     ("dense_bf16_fixed_d256_gqa2", (1, 300), 4, 2, 256, "bf16", "dense", -1),
     ("dense_fp16_packed_odd_group", [(257, 300), (1, 17), (129, 0), (400, 129)], 6, 2, 128, "fp16", "dense", -1),
     ("window100_bf16_packed_gqa3", [(400, 400), (17, 129), (0, 0), (260, 260)], 6, 2, 128, "bf16", "causal", 100),
@@ -75,8 +91,15 @@ def test_variable_windows_in_both_orders(monkeypatch):
         torch.manual_seed(7 if order == "static" else 8)
         q, k, v = randn((b, s, hq, d), F16), randn((b, s, hkv, d), F16), randn((b, s, hkv, d), F16)
         out = poisoned(q.shape, F16)
-        tsattn.batch_prefill(q, k, v, out=out, mask_type="variable_window", variable_window_token_starts=starts,
-                             variable_window_token_ends=ends)
+        tsattn.batch_prefill(
+            q,
+            k,
+            v,
+            out=out,
+            mask_type="variable_window",
+            variable_window_token_starts=starts,
+            variable_window_token_ends=ends,
+        )
         torch.cuda.synchronize()
         expected = reference(q, k, v, mask_type="variable_window", starts=starts, ends=ends)
         assert_close_to_reference(out, expected, F16, f"variable windows, {order} order")
@@ -101,12 +124,19 @@ call("dense", [4096, 8192], 32)   # requests of different lengths, 1241 key tile
 
 def _launch_orders(env_order):
     """The order named in each sm90a launch's debug line of a fresh process running _PROBE."""
-    env = dict(os.environ, TSATTN_LOG_LEVEL="debug", TSATTN_WORK_ORDER=env_order,
-               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # this checkout's package
+    env = dict(
+        os.environ,
+        TSATTN_LOG_LEVEL="debug",
+        TSATTN_WORK_ORDER=env_order,
+        PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+    )  # this checkout's package
     run = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-4000:]
-    return [line.rsplit(", ", 1)[1].split()[0] for line in run.stderr.splitlines()
-            if "launching prefill.sm90a" in line and line.endswith(" order")]
+    return [
+        line.rsplit(", ", 1)[1].split()[0]
+        for line in run.stderr.splitlines()
+        if "launching prefill.sm90a" in line and line.endswith(" order")
+    ]
 
 
 def test_the_order_each_launch_takes():
@@ -134,8 +164,11 @@ def test_graph_replays_claim_from_a_fresh_counter(monkeypatch, layout):
     else:
         lengths = [700, 0, 129, 1, 300]
         qo = indptr(lengths, device="cuda")
-        q, k, v = randn((sum(lengths), hq, d), BF16), randn((sum(lengths), hkv, d), BF16), \
-            randn((sum(lengths), hkv, d), BF16)
+        q, k, v = (
+            randn((sum(lengths), hq, d), BF16),
+            randn((sum(lengths), hkv, d), BF16),
+            randn((sum(lengths), hkv, d), BF16),
+        )
         packed = {"qo_indptr": qo, "kv_indptr": qo}
     out = poisoned(q.shape, BF16)
 

@@ -30,15 +30,35 @@ C_REJECTIONS = [
     ("window_zero", dict(mask_type="causal", window_left=0), ValueError, ["window_left=0"]),
     ("window_below_minus_one", dict(mask_type="causal", window_left=-2), ValueError, ["window_left=-2"]),
     ("window_without_causal", dict(window_left=8), ValueError, ["window_left=8", "causal"]),
-    ("window_with_variable_window", dict(mask_type="variable_window", window_left=8,
-                                         variable_window_token_starts=_bounds(), variable_window_token_ends=_bounds()),
-     ValueError, ["window_left=8", "variable_window"]),
-    ("variable_window_without_bounds", dict(mask_type="variable_window"), ValueError,
-     ["variable_window_token_starts", "variable_window_token_ends"]),
-    ("variable_window_without_ends", dict(mask_type="variable_window", variable_window_token_starts=_bounds()),
-     ValueError, ["missing: variable_window_token_ends"]),
-    ("bounds_with_causal", dict(mask_type="causal", variable_window_token_starts=_bounds(),
-                                variable_window_token_ends=_bounds()), ValueError, ["variable_window_token_starts"]),
+    (
+        "window_with_variable_window",
+        dict(
+            mask_type="variable_window",
+            window_left=8,
+            variable_window_token_starts=_bounds(),
+            variable_window_token_ends=_bounds(),
+        ),
+        ValueError,
+        ["window_left=8", "variable_window"],
+    ),
+    (
+        "variable_window_without_bounds",
+        dict(mask_type="variable_window"),
+        ValueError,
+        ["variable_window_token_starts", "variable_window_token_ends"],
+    ),
+    (
+        "variable_window_without_ends",
+        dict(mask_type="variable_window", variable_window_token_starts=_bounds()),
+        ValueError,
+        ["missing: variable_window_token_ends"],
+    ),
+    (
+        "bounds_with_causal",
+        dict(mask_type="causal", variable_window_token_starts=_bounds(), variable_window_token_ends=_bounds()),
+        ValueError,
+        ["variable_window_token_starts"],
+    ),
     ("sm_scale_nan", dict(sm_scale=math.nan), ValueError, ["sm_scale=nan"]),
     ("sm_scale_inf", dict(sm_scale=math.inf), ValueError, ["sm_scale=inf"]),
     ("sm_scale_zero", dict(sm_scale=0.0), ValueError, ["sm_scale=0"]),
@@ -47,24 +67,41 @@ C_REJECTIONS = [
     ("output_scale_float32_overflow", dict(output_scale=1e39), ValueError, ["output_scale=", "float32"]),
     ("output_scale_zero", dict(output_scale=0), ValueError, ["output_scale=0"]),
     ("output_scale_nan", dict(output_scale=math.nan), ValueError, ["output_scale=nan"]),
-    ("only_qo_indptr", dict(qo_indptr=torch.tensor([0, 4], dtype=torch.int32)), ValueError,
-     ["qo_indptr and kv_indptr must be given together"]),
+    (
+        "only_qo_indptr",
+        dict(qo_indptr=torch.tensor([0, 4], dtype=torch.int32)),
+        ValueError,
+        ["qo_indptr and kv_indptr must be given together"],
+    ),
     ("only_kv_indptr", dict(kv_indptr=torch.tensor([0, 4], dtype=torch.int32)), ValueError, ["kv_indptr"]),
     ("q_float32", dict(q=torch.zeros(1, 4, 2, 128)), NotImplementedError, ["q has dtype float32"]),
-    ("qkv_float32", dict(q=torch.zeros(1, 4, 2, 128), k=torch.zeros(1, 4, 2, 128), v=torch.zeros(1, 4, 2, 128)),
-     NotImplementedError, ["q has dtype float32"]),
+    (
+        "qkv_float32",
+        dict(q=torch.zeros(1, 4, 2, 128), k=torch.zeros(1, 4, 2, 128), v=torch.zeros(1, 4, 2, 128)),
+        NotImplementedError,
+        ["q has dtype float32"],
+    ),
     ("q_int8", dict(q=torch.zeros(1, 4, 2, 128, dtype=torch.int8)), NotImplementedError, ["q has dtype int8"]),
     ("q_complex", dict(q=torch.zeros(1, 4, 2, 128, dtype=torch.complex64)), NotImplementedError, ["q has dtype"]),
-    ("mixed_k_bf16", dict(k=torch.zeros(1, 4, 2, 128, dtype=torch.bfloat16)), NotImplementedError,
-     ["q, k and v must share one dtype", "k=bfloat16"]),
+    (
+        "mixed_k_bf16",
+        dict(k=torch.zeros(1, 4, 2, 128, dtype=torch.bfloat16)),
+        NotImplementedError,
+        ["q, k and v must share one dtype", "k=bfloat16"],
+    ),
     ("mixed_v_fp32", dict(v=torch.zeros(1, 4, 2, 128)), NotImplementedError, ["v=float32"]),
     ("out_float32", dict(out=torch.zeros(1, 4, 2, 128)), NotImplementedError, ["out has dtype float32"]),
-    ("out_and_out_dtype_differ", dict(out=torch.zeros(1, 4, 2, 128, dtype=torch.float16), out_dtype=torch.bfloat16),
-     ValueError, ["out_dtype=bfloat16 differs from out.dtype=float16"]),
+    (
+        "out_and_out_dtype_differ",
+        dict(out=torch.zeros(1, 4, 2, 128, dtype=torch.float16), out_dtype=torch.bfloat16),
+        ValueError,
+        ["out_dtype=bfloat16 differs from out.dtype=float16"],
+    ),
 ]
 if FP8 is not None:
-    C_REJECTIONS.append(("mixed_fp8_fp16", dict(k=torch.zeros(1, 4, 2, 128, dtype=FP8)), NotImplementedError,
-                         ["k=float8_e4m3fn"]))
+    C_REJECTIONS.append(
+        ("mixed_fp8_fp16", dict(k=torch.zeros(1, 4, 2, 128, dtype=FP8)), NotImplementedError, ["k=float8_e4m3fn"])
+    )
 
 
 @pytest.mark.parametrize("case,overrides,exc,needles", C_REJECTIONS, ids=[r[0] for r in C_REJECTIONS])
@@ -95,8 +132,10 @@ def test_error_messages_are_per_thread():
             except (ValueError, NotImplementedError) as e:
                 results.setdefault(name, set()).add(str(e))
 
-    threads = [threading.Thread(target=worker, args=("window", dict(mask_type="causal", window_left=0))),
-               threading.Thread(target=worker, args=("scale", dict(sm_scale=-1.0)))]
+    threads = [
+        threading.Thread(target=worker, args=("window", dict(mask_type="causal", window_left=0))),
+        threading.Thread(target=worker, args=("scale", dict(sm_scale=-1.0))),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -106,7 +145,7 @@ def test_error_messages_are_per_thread():
 
 
 def test_last_kernel_name_is_empty_without_a_launch():
-    """"" on a thread that made no call, and after a call that was rejected (nothing launched)."""
+    """ "" on a thread that made no call, and after a call that was rejected (nothing launched)."""
     seen = []
     worker = threading.Thread(target=lambda: seen.append(tsattn.last_kernel_name()))
     worker.start()
@@ -125,9 +164,20 @@ def test_library_version_and_path():
 
 def test_cache_info():
     info = tsattn.cache_info()
-    assert set(info) == {"memory_hits", "memory_misses", "compiles", "compile_failures", "disk_lookups",
-                         "disk_read_only_hits", "disk_writable_hits", "disk_misses", "disk_damaged", "disk_writes",
-                         "disk_write_failures", "modules_loaded"}
+    assert set(info) == {
+        "memory_hits",
+        "memory_misses",
+        "compiles",
+        "compile_failures",
+        "disk_lookups",
+        "disk_read_only_hits",
+        "disk_writable_hits",
+        "disk_misses",
+        "disk_damaged",
+        "disk_writes",
+        "disk_write_failures",
+        "modules_loaded",
+    }
     assert all(isinstance(v, int) and v >= 0 for v in info.values())
 
 
@@ -138,18 +188,31 @@ def test_precompile_empty_manifest(tmp_path):
     assert result == {"compiled": 0, "cached": 0, "failed": 0}
 
 
-@pytest.mark.parametrize("kwargs,exc,needle", [
-    (dict(manifest_path="/nonexistent/manifest.json"), ValueError, "/nonexistent/manifest.json"),
-    (dict(manifest_path=str(REPO / "cache" / "manifests" / "default.json"), archs="sm_1"), ValueError, "sm_1"),
-    (dict(manifest_path=str(REPO / "cache" / "manifests" / "default.json"), archs=""), ValueError, "arch"),
-    (dict(manifest_path=3), TypeError, "manifest_path"),
-    (dict(manifest_path="m.json", archs=90), TypeError, "archs"),
-    (dict(manifest_path="m.json", out_dir=1), TypeError, "out_dir"),
-    (dict(manifest_path="m.json", jobs=2.0), TypeError, "jobs"),
-    (dict(manifest_path="m.json", jobs=True), TypeError, "jobs"),
-    (dict(manifest_path="m.json", jobs=2**40), ValueError, "jobs"),
-], ids=["missing_manifest", "bad_arch", "no_arch", "path_int", "archs_int", "out_dir_int", "jobs_float", "jobs_bool",
-        "jobs_huge"])
+@pytest.mark.parametrize(
+    "kwargs,exc,needle",
+    [
+        (dict(manifest_path="/nonexistent/manifest.json"), ValueError, "/nonexistent/manifest.json"),
+        (dict(manifest_path=str(REPO / "cache" / "manifests" / "default.json"), archs="sm_1"), ValueError, "sm_1"),
+        (dict(manifest_path=str(REPO / "cache" / "manifests" / "default.json"), archs=""), ValueError, "arch"),
+        (dict(manifest_path=3), TypeError, "manifest_path"),
+        (dict(manifest_path="m.json", archs=90), TypeError, "archs"),
+        (dict(manifest_path="m.json", out_dir=1), TypeError, "out_dir"),
+        (dict(manifest_path="m.json", jobs=2.0), TypeError, "jobs"),
+        (dict(manifest_path="m.json", jobs=True), TypeError, "jobs"),
+        (dict(manifest_path="m.json", jobs=2**40), ValueError, "jobs"),
+    ],
+    ids=[
+        "missing_manifest",
+        "bad_arch",
+        "no_arch",
+        "path_int",
+        "archs_int",
+        "out_dir_int",
+        "jobs_float",
+        "jobs_bool",
+        "jobs_huge",
+    ],
+)
 def test_precompile_rejections(tmp_path, kwargs, exc, needle):
     kwargs.setdefault("out_dir", str(tmp_path / "cache"))
     with pytest.raises(exc) as info:

@@ -52,8 +52,13 @@ def test_import_works_without_the_library(tmp_path):
         "except RuntimeError as e:\n"
         "    print('RuntimeError:', e)\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], env=_env_for_subprocess(TSATTN_LIBRARY=str(bogus)),
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env_for_subprocess(TSATTN_LIBRARY=str(bogus)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == "0.1.0"
     assert "RuntimeError:" in r.stdout and str(bogus) in r.stdout and "TSATTN_LIBRARY" in r.stdout
@@ -70,23 +75,34 @@ def test_import_and_precompile_do_not_import_torch(tmp_path):
         "assert callable(tsattn.batch_prefill) and 'torch' in sys.modules\n"
         "assert 'batch_prefill' in dir(tsattn)\n"
     )
-    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "aot")], env=_env_for_subprocess(),
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "aot")],
+        env=_env_for_subprocess(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
 
 
 def test_missing_library_error_names_every_place(monkeypatch):
     monkeypatch.delenv("TSATTN_LIBRARY", raising=False)
     monkeypatch.setattr(_library, "_loaded", None)  # restored afterwards
-    places = [("next to the package", "/opt/pkg/tsattn/lib/libtsattn.so*"),
-              ("repository build tree", "/opt/checkout/build/libtsattn.so"),
-              ('ctypes.util.find_library("tsattn")', None)]
+    places = [
+        ("next to the package", "/opt/pkg/tsattn/lib/libtsattn.so*"),
+        ("repository build tree", "/opt/checkout/build/libtsattn.so"),
+        ('ctypes.util.find_library("tsattn")', None),
+    ]
     monkeypatch.setattr(_library, "search_locations", lambda: iter(places))
     with pytest.raises(RuntimeError) as info:
         tsattn.library_version()
     text = str(info.value)
-    for needle in ("$TSATTN_LIBRARY (not set)", "/opt/pkg/tsattn/lib/libtsattn.so*", "/opt/checkout/build/libtsattn.so",
-                   "find_library"):
+    for needle in (
+        "$TSATTN_LIBRARY (not set)",
+        "/opt/pkg/tsattn/lib/libtsattn.so*",
+        "/opt/checkout/build/libtsattn.so",
+        "find_library",
+    ):
         assert needle in text, text
     with pytest.raises(RuntimeError, match="libtsattn.so was not found"):
         tsattn.cache_info()
@@ -138,7 +154,9 @@ def test_library_version_matches_package():
 @pytest.mark.skipif(not _ops.AVAILABLE, reason="skipped: torch.library.custom_op needs torch >= 2.4")
 def test_custom_ops_registered():
     schema = str(torch.ops.tsattn.batch_prefill.default._schema)
-    assert schema.startswith("tsattn::batch_prefill(Tensor q, Tensor k, Tensor v, Tensor? qo_indptr, Tensor? kv_indptr,")
+    assert schema.startswith(
+        "tsattn::batch_prefill(Tensor q, Tensor k, Tensor v, Tensor? qo_indptr, Tensor? kv_indptr,"
+    )
     assert "float? sm_scale" in schema and schema.endswith("-> Tensor")
     out_schema = str(torch.ops.tsattn.batch_prefill_out.default._schema)
     assert "Tensor(a12!) out" in out_schema and out_schema.endswith("-> ()")
@@ -202,8 +220,9 @@ def test_compile_fullgraph_traces_one_op_node():
 @pytest.mark.skipif(not _ops.AVAILABLE, reason="skipped: torch.library.custom_op needs torch >= 2.4")
 def test_compile_aot_eager_uses_fake_impl():
     torch._dynamo.reset()
-    compiled = torch.compile(lambda q: tsattn.batch_prefill(q, q, q, mask_type="causal") * 2,
-                             backend="aot_eager", fullgraph=True)
+    compiled = torch.compile(
+        lambda q: tsattn.batch_prefill(q, q, q, mask_type="causal") * 2, backend="aot_eager", fullgraph=True
+    )
     expected = RuntimeError if LIBRARY_MISSING else ValueError
     with pytest.raises(expected, match="libtsattn" if LIBRARY_MISSING else "q must be a CUDA tensor"):
         compiled(torch.zeros(1, 3, 2, 128, dtype=torch.float16))
@@ -244,17 +263,27 @@ def test_cli_runs_from_python():
         _cli.cli_path()
     except RuntimeError as e:
         pytest.skip(f"skipped: no tsattn executable ({e})")
-    r = subprocess.run([sys.executable, "-m", "tsattn", "precompile", "--manifest", "llama3", "--arch", "sm_90a",
-                        "--list"], capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, PYTHONPATH=str(Path(tsattn.__file__).parent.parent)))
+    r = subprocess.run(
+        [sys.executable, "-m", "tsattn", "precompile", "--manifest", "llama3", "--arch", "sm_90a", "--list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(Path(tsattn.__file__).parent.parent)),
+    )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["prefill.sm80.sm_90a.d128.bf16_bf16.causal.fixed",
-                                "prefill.sm80.sm_90a.d128.bf16_bf16.causal.packed",
-                                "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed",
-                                "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed"]
-    bad = subprocess.run([sys.executable, "-m", "tsattn", "precompile", "--manifest", "nosuch", "--arch", "sm_90a"],
-                         capture_output=True, text=True, timeout=60,
-                         env=dict(os.environ, PYTHONPATH=str(Path(tsattn.__file__).parent.parent)))
+    assert r.stdout.split() == [
+        "prefill.sm80.sm_90a.d128.bf16_bf16.causal.fixed",
+        "prefill.sm80.sm_90a.d128.bf16_bf16.causal.packed",
+        "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed",
+        "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed",
+    ]
+    bad = subprocess.run(
+        [sys.executable, "-m", "tsattn", "precompile", "--manifest", "nosuch", "--arch", "sm_90a"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(Path(tsattn.__file__).parent.parent)),
+    )
     assert bad.returncode == 2 and "no built-in manifest has this name" in bad.stderr
 
 

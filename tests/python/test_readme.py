@@ -57,9 +57,19 @@ def examples(tmp_path_factory):
     (project / "CMakeLists.txt").write_text(readme_blocks("cmake")[0])
     (project / "main.cpp").write_text(readme_blocks("cpp")[0])
     (project / "main.c").write_text(readme_blocks("c")[0])
-    for step in (["cmake", "-S", str(project), "-B", str(work / "out"), f"-DCMAKE_PREFIX_PATH={prefix}",
-                  "-DCMAKE_C_FLAGS=-Wall -Werror", "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Werror"],
-                 ["cmake", "--build", str(work / "out"), "-j2"]):
+    for step in (
+        [
+            "cmake",
+            "-S",
+            str(project),
+            "-B",
+            str(work / "out"),
+            f"-DCMAKE_PREFIX_PATH={prefix}",
+            "-DCMAKE_C_FLAGS=-Wall -Werror",
+            "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Werror",
+        ],
+        ["cmake", "--build", str(work / "out"), "-j2"],
+    ):
         r = subprocess.run(step, capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, " ".join(step) + "\n" + r.stdout + r.stderr
     return work / "out"

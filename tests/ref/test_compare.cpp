@@ -12,7 +12,8 @@ namespace {
 
 std::vector<uint8_t> encode(tsattn_dtype dtype, const std::vector<float>& values) {
   std::vector<uint8_t> bytes(values.size() * 2);
-  for (size_t i = 0; i < values.size(); ++i) ref::store_element(dtype, bytes.data(), static_cast<int64_t>(i), values[i]);
+  for (size_t i = 0; i < values.size(); ++i)
+    ref::store_element(dtype, bytes.data(), static_cast<int64_t>(i), values[i]);
   return bytes;
 }
 
@@ -58,7 +59,8 @@ TEST_SUITE("ref/compare") {
     for (float& x : expected) x = normal(rng);
     const ref::Tolerance tol = ref::tolerance_for(TSATTN_DTYPE_FLOAT8_E4M3FN, TSATTN_DTYPE_FLOAT8_E4M3FN);
     std::vector<uint8_t> rounded(expected.size());
-    for (size_t i = 0; i < expected.size(); ++i) ref::store_element(TSATTN_DTYPE_FLOAT8_E4M3FN, rounded.data(), static_cast<int64_t>(i), expected[i]);
+    for (size_t i = 0; i < expected.size(); ++i)
+      ref::store_element(TSATTN_DTYPE_FLOAT8_E4M3FN, rounded.data(), static_cast<int64_t>(i), expected[i]);
     const ref::Comparison c = ref::compare_output(TSATTN_DTYPE_FLOAT8_E4M3FN, rounded.data(), expected, 1, 128, tol);
     CHECK(c.rounding_floor > 0.05);  // rounding alone costs this much here
     CHECK(c.passed());

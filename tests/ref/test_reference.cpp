@@ -58,9 +58,7 @@ struct Case {
   int64_t requests() const { return packed ? std::ssize(q_lens) : batch; }
   int64_t q_len(int64_t b) const { return packed ? q_lens[b] : q_lens[0]; }
   int64_t kv_len(int64_t b) const { return packed ? kv_lens[b] : kv_lens[0]; }
-  int64_t total_q() const {
-    return packed ? std::reduce(q_lens.begin(), q_lens.end(), int64_t{0}) : batch * q_lens[0];
-  }
+  int64_t total_q() const { return packed ? std::reduce(q_lens.begin(), q_lens.end(), int64_t{0}) : batch * q_lens[0]; }
   int64_t total_k() const {
     return packed ? std::reduce(kv_lens.begin(), kv_lens.end(), int64_t{0}) : batch * kv_lens[0];
   }
@@ -76,11 +74,9 @@ struct Case {
 class Setup {
  public:
   Setup(const Case& c, std::mt19937_64& rng) : c_(c) {
-    const int64_t tq = c.packed ? c.total_q() : c.q_lens[0],
-                  tk = c.packed ? c.total_k() : c.kv_lens[0];
+    const int64_t tq = c.packed ? c.total_q() : c.q_lens[0], tk = c.packed ? c.total_k() : c.kv_lens[0];
     auto shape = [&](int64_t tokens, int64_t heads) {
-      return c.packed ? std::vector<int64_t>{tokens, heads, c.d}
-                      : std::vector<int64_t>{c.batch, tokens, heads, c.d};
+      return c.packed ? std::vector<int64_t>{tokens, heads, c.d} : std::vector<int64_t>{c.batch, tokens, heads, c.d};
     };
     if (c.fused_qkv) {
       REQUIRE(tq == tk);
@@ -101,8 +97,7 @@ class Setup {
       v_ = compact(v_buf_);
     }
     out_buf_ = HostTensor(c.out, shape(tq, c.hq + (c.padded_out ? 1 : 0)));
-    out_ = c.padded_out ? slice(out_buf_, shape(tq, c.hq),
-                                tsattn::test::compact_strides(out_buf_.tensor.shape), 0)
+    out_ = c.padded_out ? slice(out_buf_, shape(tq, c.hq), tsattn::test::compact_strides(out_buf_.tensor.shape), 0)
                         : compact(out_buf_);
     std::memset(out_buf_.storage.get(), 0xFF, out_buf_.bytes);  // NaN in every output dtype
 
@@ -147,16 +142,14 @@ class Setup {
       options.variable_window_token_starts = &starts;
       options.variable_window_token_ends = &ends;
     }
-    const tsattn::Arguments args{&q, &k, &v, c_.packed ? &qo : nullptr,
-                                 c_.packed ? &kv : nullptr, &options, &out};
+    const tsattn::Arguments args{&q, &k, &v, c_.packed ? &qo : nullptr, c_.packed ? &kv : nullptr, &options, &out};
     return tsattn::validate_arguments(args, Residency::host);
   }
 
   // The contract's math in double, with plain loops: [total_q][Hq][D], request by request.
   std::vector<double> naive() const {
     const int64_t d_count = c_.d, group = c_.hq / c_.hkv;
-    const double scale =
-        static_cast<float>(c_.sm_scale.value_or(1.0 / std::sqrt(static_cast<double>(c_.d))));
+    const double scale = static_cast<float>(c_.sm_scale.value_or(1.0 / std::sqrt(static_cast<double>(c_.d))));
     std::vector<double> result(static_cast<size_t>(c_.total_q() * c_.hq * d_count), 0.0);
     for (int64_t b = 0; b < c_.requests(); ++b) {
       const int64_t sq = c_.q_len(b), sk = c_.kv_len(b);
@@ -202,11 +195,10 @@ class Setup {
       for (int64_t i = 0; i < c_.q_len(b); ++i)
         for (int64_t h = 0; h < c_.hq; ++h)
           for (int64_t d = 0; d < c_.d; ++d) {
-            const float value =
-                values[static_cast<size_t>(((c_.q_first(b) + i) * c_.hq + h) * c_.d + d)];
+            const float value = values[static_cast<size_t>(((c_.q_first(b) + i) * c_.hq + h) * c_.d + d)];
             tsattn::ref::store_element(c_.out, expected, 0, value);
-            const auto* got = static_cast<const unsigned char*>(out_.data) +
-                              offset(out_, b, q_token(b, i), h, d) * size;
+            const auto* got =
+                static_cast<const unsigned char*>(out_.data) + offset(out_, b, q_token(b, i), h, d) * size;
             wrong += std::memcmp(got, expected, static_cast<size_t>(size)) != 0;
           }
     CHECK(wrong == 0);
@@ -218,8 +210,7 @@ class Setup {
   int64_t kv_token(int64_t b, int64_t j) const { return c_.packed ? c_.kv_first(b) + j : j; }
   int64_t offset(const Tensor& t, int64_t b, int64_t token, int64_t head, int64_t d) const {
     const std::vector<int64_t>& s = t.strides;
-    return c_.packed ? token * s[0] + head * s[1] + d * s[2]
-                     : b * s[0] + token * s[1] + head * s[2] + d * s[3];
+    return c_.packed ? token * s[0] + head * s[1] + d * s[2] : b * s[0] + token * s[1] + head * s[2] + d * s[3];
   }
 
  private:
@@ -241,11 +232,9 @@ class Setup {
     view.strides = tsattn::test::compact_strides(view.shape);
     return view;
   }
-  static Tensor slice(const HostTensor& t, std::vector<int64_t> shape, std::vector<int64_t> strides,
-                      int64_t first) {
+  static Tensor slice(const HostTensor& t, std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t first) {
     Tensor view = t.tensor;
-    view.data =
-        static_cast<unsigned char*>(t.tensor.data) + first * tsattn::dtype_size(t.tensor.dtype);
+    view.data = static_cast<unsigned char*>(t.tensor.data) + first * tsattn::dtype_size(t.tensor.dtype);
     view.shape = std::move(shape);
     view.strides = std::move(strides);
     return view;
@@ -259,11 +248,9 @@ class Setup {
   bool visible(int64_t row, int64_t i, int64_t j, int64_t sq, int64_t sk) const {
     switch (c_.mask) {
       case TSATTN_MASK_DENSE: return true;
-      case TSATTN_MASK_CAUSAL:
-        return j <= i + (sk - sq) && (c_.window_left < 1 || j >= i + sk - sq - c_.window_left);
+      case TSATTN_MASK_CAUSAL: return j <= i + (sk - sq) && (c_.window_left < 1 || j >= i + sk - sq - c_.window_left);
       case TSATTN_MASK_VARIABLE_WINDOW:
-        return starts_values_[static_cast<size_t>(row)] <= j &&
-               j <= ends_values_[static_cast<size_t>(row)];
+        return starts_values_[static_cast<size_t>(row)] <= j && j <= ends_values_[static_cast<size_t>(row)];
     }
     return false;
   }
@@ -288,8 +275,8 @@ class Setup {
     make_bound_tensors();
   }
   void make_bound_tensors() {
-    const std::vector<int64_t> shape = c_.packed ? std::vector<int64_t>{c_.total_q()}
-                                                 : std::vector<int64_t>{c_.batch, c_.q_lens[0]};
+    const std::vector<int64_t> shape =
+        c_.packed ? std::vector<int64_t>{c_.total_q()} : std::vector<int64_t>{c_.batch, c_.q_lens[0]};
     starts_ = tsattn::test::int32_tensor(starts_values_, shape);
     ends_ = tsattn::test::int32_tensor(ends_values_, shape);
   }
@@ -308,8 +295,7 @@ struct Comparison {
 
 // Elementwise |got - want| <= atol + rtol |want|; where the naive oracle left an empty row, got
 // must be exactly 0.
-Comparison compare(const std::vector<float>& got, const std::vector<double>& want, double rtol,
-                   double atol) {
+Comparison compare(const std::vector<float>& got, const std::vector<double>& want, double rtol, double atol) {
   REQUIRE(got.size() == want.size());
   Comparison c;
   double diff = 0, norm = 0;
@@ -330,9 +316,7 @@ Case random_case(std::mt19937_64& rng) {
     const std::vector values{options...};
     return values[rng() % values.size()];
   };
-  auto uniform = [&](int32_t lo, int32_t hi) {
-    return std::uniform_int_distribution<int32_t>(lo, hi)(rng);
-  };
+  auto uniform = [&](int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(rng); };
   Case c{.name = "random"};
   c.in = pick(TSATTN_DTYPE_FLOAT16, TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_FLOAT8_E4M3FN);
   c.out = pick(TSATTN_DTYPE_FLOAT16, TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_FLOAT8_E4M3FN);
@@ -360,15 +344,13 @@ Case random_case(std::mt19937_64& rng) {
 
 std::string describe(const Case& c) {
   std::string lengths;
-  for (size_t b = 0; b < c.q_lens.size(); ++b)
-    lengths += fmt::format(" {}/{}", c.q_lens[b], c.kv_lens[b]);
+  for (size_t b = 0; b < c.q_lens.size(); ++b) lengths += fmt::format(" {}/{}", c.q_lens[b], c.kv_lens[b]);
   return fmt::format(
       "{}: {}->{} {} Hq/Hkv={}/{} D={} mask={} window_left={} sm_scale={} output_scale={}{}{} "
       "Sq/Sk:{}",
       c.name, tsattn::dtype_name(c.in), tsattn::dtype_name(c.out),
-      c.packed ? std::string("packed") : fmt::format("fixed B={}", c.batch), c.hq, c.hkv, c.d,
-      static_cast<int>(c.mask), c.window_left,
-      c.sm_scale ? fmt::format("{}", *c.sm_scale) : std::string("default"), c.output_scale,
+      c.packed ? std::string("packed") : fmt::format("fixed B={}", c.batch), c.hq, c.hkv, c.d, static_cast<int>(c.mask),
+      c.window_left, c.sm_scale ? fmt::format("{}", *c.sm_scale) : std::string("default"), c.output_scale,
       c.fused_qkv ? " fused_qkv" : "", c.padded_out ? " padded_out" : "", lengths);
 }
 
@@ -480,8 +462,7 @@ std::vector<Case> fixed_cases() {
        .mask = TSATTN_MASK_CAUSAL,
        .window_left = 1,
        .fused_qkv = true});
-  add({.name = "dense long rows fixed bf16 8/2 d128", .q_lens = {16}, .kv_lens = {1000}, .hq = 8,
-       .hkv = 2});
+  add({.name = "dense long rows fixed bf16 8/2 d128", .q_lens = {16}, .kv_lens = {1000}, .hq = 8, .hkv = 2});
   return cases;
 }
 
@@ -493,8 +474,7 @@ void one_hot_values(Setup& s, const Case& c) {
   for (int64_t b = 0; b < c.requests(); ++b) {
     for (int64_t i = 0; i < c.q_len(b); ++i)
       for (int64_t h = 0; h < c.hq; ++h)
-        for (int64_t d = 0; d < c.d; ++d)
-          s.set('q', b, s.q_token(b, i), h, d, d % 3 ? 0.25f : -0.5f);
+        for (int64_t d = 0; d < c.d; ++d) s.set('q', b, s.q_token(b, i), h, d, d % 3 ? 0.25f : -0.5f);
     for (int64_t j = 0; j < c.kv_len(b); ++j)
       for (int64_t h = 0; h < c.hkv; ++h)
         for (int64_t d = 0; d < c.d; ++d) {
@@ -506,8 +486,7 @@ void one_hot_values(Setup& s, const Case& c) {
 }
 
 // The output of (row, head 0) must be 1/n on exactly the listed global keys, 0 elsewhere.
-void check_averaged(const std::vector<float>& out, int64_t row, int hq,
-                    const std::vector<int64_t>& keys) {
+void check_averaged(const std::vector<float>& out, int64_t row, int hq, const std::vector<int64_t>& keys) {
   INFO("row ", row);
   for (int64_t d = 0; d < kHandD; ++d) {
     const bool expected = std::find(keys.begin(), keys.end(), d) != keys.end();
@@ -520,163 +499,176 @@ void check_averaged(const std::vector<float>& out, int64_t row, int hq,
 }  // namespace
 
 TEST_SUITE("ref/reference") {
+  TEST_CASE("matches a naive fp64 softmax on random problems, in both accumulation modes") {
+    const uint64_t seed = fresh_seed();
+    INFO("seed ", seed, " (set TSATTN_TEST_SEED to repeat)");
+    std::mt19937_64 rng(seed);
+    std::vector<Case> cases = fixed_cases();
+    for (int n = 0; n < 8; ++n) cases.push_back(random_case(rng));
+    for (const Case& c : cases) {
+      INFO(describe(c));
+      Setup setup(c, rng);
+      const Problem p = setup.problem();
+      const std::vector<double> want = setup.naive();
 
-TEST_CASE("matches a naive fp64 softmax on random problems, in both accumulation modes") {
-  const uint64_t seed = fresh_seed();
-  INFO("seed ", seed, " (set TSATTN_TEST_SEED to repeat)");
-  std::mt19937_64 rng(seed);
-  std::vector<Case> cases = fixed_cases();
-  for (int n = 0; n < 8; ++n) cases.push_back(random_case(rng));
-  for (const Case& c : cases) {
-    INFO(describe(c));
-    Setup setup(c, rng);
-    const Problem p = setup.problem();
-    const std::vector<double> want = setup.naive();
+      const std::vector<float> fp64 = tsattn::ref::reference_prefill(p, Accumulation::fp64);
+      const Comparison exact = compare(fp64, want, 1e-6, 1e-9);
+      INFO("fp64: ", exact.mismatches, " mismatches, first at ", exact.first_bad, ", relative norm ",
+           exact.relative_norm);
+      CHECK(exact.mismatches == 0);
 
-    const std::vector<float> fp64 = tsattn::ref::reference_prefill(p, Accumulation::fp64);
-    const Comparison exact = compare(fp64, want, 1e-6, 1e-9);
-    INFO("fp64: ", exact.mismatches, " mismatches, first at ", exact.first_bad,
-         ", relative norm ", exact.relative_norm);
-    CHECK(exact.mismatches == 0);
+      const std::vector<float> fp32 = tsattn::ref::reference_prefill(p, Accumulation::fp32);
+      const Comparison single = compare(fp32, want, 1e-3, 1e-5);
+      INFO("fp32: relative norm ", single.relative_norm, ", first mismatch at ", single.first_bad);
+      CHECK(single.relative_norm < 1e-5);
+      CHECK(single.mismatches == 0);
 
-    const std::vector<float> fp32 = tsattn::ref::reference_prefill(p, Accumulation::fp32);
-    const Comparison single = compare(fp32, want, 1e-3, 1e-5);
-    INFO("fp32: relative norm ", single.relative_norm, ", first mismatch at ", single.first_bad);
-    CHECK(single.relative_norm < 1e-5);
-    CHECK(single.mismatches == 0);
-
-    tsattn::ref::write_output(p, fp64);
-    setup.check_written(fp64);
+      tsattn::ref::write_output(p, fp64);
+      setup.check_written(fp64);
+    }
   }
-}
 
-TEST_CASE("the contract's window example: Sq=2, Sk=4, W=1") {
-  const Case c{.name = "window", .q_lens = {2}, .kv_lens = {4}, .hq = 1, .hkv = 1, .d = kHandD,
-               .mask = TSATTN_MASK_CAUSAL, .window_left = 1};
-  std::mt19937_64 rng(fresh_seed());
-  Setup s(c, rng);
-  one_hot_values(s, c);
-  const std::vector<float> out = tsattn::ref::reference_prefill(s.problem());
-  check_averaged(out, 0, 1, {1, 2});
-  check_averaged(out, 1, 1, {2, 3});
-}
-
-TEST_CASE("causal with Sq < Sk is bottom-right aligned and dense allows Sq > Sk") {
-  std::mt19937_64 rng(fresh_seed());
-  const Case causal{.name = "causal", .q_lens = {3}, .kv_lens = {5}, .hq = 1, .hkv = 1, .d = kHandD,
-                    .mask = TSATTN_MASK_CAUSAL};
-  Setup s(causal, rng);
-  one_hot_values(s, causal);
-  std::vector<float> out = tsattn::ref::reference_prefill(s.problem());
-  check_averaged(out, 0, 1, {0, 1, 2});
-  check_averaged(out, 1, 1, {0, 1, 2, 3});
-  check_averaged(out, 2, 1, {0, 1, 2, 3, 4});
-
-  const Case dense{.name = "dense", .q_lens = {5}, .kv_lens = {3}, .hq = 1, .hkv = 1, .d = kHandD};
-  Setup t(dense, rng);
-  one_hot_values(t, dense);
-  out = tsattn::ref::reference_prefill(t.problem());
-  for (int64_t row = 0; row < 5; ++row) check_averaged(out, row, 1, {0, 1, 2});
-}
-
-TEST_CASE("an empty request in a packed batch: its rows are absent, its neighbours right") {
-  std::mt19937_64 rng(fresh_seed());
-  const Case c{.name = "packed", .packed = true, .q_lens = {2, 0, 3}, .kv_lens = {3, 4, 2},
-               .hq = 1, .hkv = 1,
-               .d = kHandD};
-  Setup s(c, rng);
-  one_hot_values(s, c);
-  const Problem p = s.problem();
-  CHECK(tsattn::ref::output_rows(p) == 5);
-  CHECK(tsattn::ref::output_row(p, 2, 0) == 2);
-  const std::vector<float> out = tsattn::ref::reference_prefill(p);
-  REQUIRE(out.size() == 5 * kHandD);
-  check_averaged(out, 0, 1, {0, 1, 2});
-  check_averaged(out, 1, 1, {0, 1, 2});
-  // Request 2 owns global keys 7 and 8.
-  for (int64_t row = 2; row < 5; ++row) check_averaged(out, row, 1, {7, 8});
-}
-
-TEST_CASE("variable windows: inverted ranges output exactly 0, out-of-range bounds are clamped") {
-  std::mt19937_64 rng(fresh_seed());
-  const Case c{.name = "bounds", .q_lens = {7}, .kv_lens = {4}, .hq = 1, .hkv = 1, .d = kHandD,
-               .mask = TSATTN_MASK_VARIABLE_WINDOW};
-  Setup s(c, rng);
-  one_hot_values(s, c);
-  s.set_bounds({3, -5, 2, -3, 4, 1, 0}, {1, 100, 99, 0, 10, 1, 3});
-  const std::vector<float> out = tsattn::ref::reference_prefill(s.problem());
-  for (const int64_t empty_row : {0, 4}) {
-    INFO("row ", empty_row);
-    CHECK(std::all_of(out.begin() + empty_row * kHandD, out.begin() + (empty_row + 1) * kHandD,
-                      [](float x) { return x == 0.0f && !std::signbit(x); }));
-  }
-  check_averaged(out, 1, 1, {0, 1, 2, 3});
-  check_averaged(out, 2, 1, {2, 3});
-  check_averaged(out, 3, 1, {0});
-  check_averaged(out, 5, 1, {1});
-  check_averaged(out, 6, 1, {0, 1, 2, 3});
-}
-
-TEST_CASE("GQA: query head h reads kv head h / (Hq / Hkv)") {
-  std::mt19937_64 rng(fresh_seed());
-  for (const auto& [hq, hkv] :
-       {std::pair{8, 2}, std::pair{6, 3}, std::pair{8, 1}, std::pair{4, 4}}) {
-    INFO("Hq ", hq, " Hkv ", hkv);
-    const Case c{.name = "gqa", .batch = 2, .q_lens = {5}, .kv_lens = {9}, .hq = hq, .hkv = hkv,
-                 .d = kHandD};
+  TEST_CASE("the contract's window example: Sq=2, Sk=4, W=1") {
+    const Case c{.name = "window",
+                 .q_lens = {2},
+                 .kv_lens = {4},
+                 .hq = 1,
+                 .hkv = 1,
+                 .d = kHandD,
+                 .mask = TSATTN_MASK_CAUSAL,
+                 .window_left = 1};
+    std::mt19937_64 rng(fresh_seed());
     Setup s(c, rng);
-    // Random q and k; v of kv head g is the constant g + 1, so any average reveals g.
-    for (int64_t b = 0; b < 2; ++b)
-      for (int64_t j = 0; j < 9; ++j)
-        for (int64_t g = 0; g < hkv; ++g)
-          for (int64_t d = 0; d < kHandD; ++d) s.set('v', b, j, g, d, static_cast<float>(g + 1));
+    one_hot_values(s, c);
     const std::vector<float> out = tsattn::ref::reference_prefill(s.problem());
-    for (int64_t row = 0; row < 10; ++row)
-      for (int64_t h = 0; h < hq; ++h) {
-        INFO("row ", row, " head ", h);
-        CHECK(out[static_cast<size_t>((row * hq + h) * kHandD + 17)] ==
-              doctest::Approx(static_cast<double>(h / (hq / hkv) + 1)).epsilon(1e-6));
-      }
+    check_averaged(out, 0, 1, {1, 2});
+    check_averaged(out, 1, 1, {2, 3});
   }
-}
 
-TEST_CASE("write_output rounds to the output dtype and saturates e4m3 at 448") {
-  std::mt19937_64 rng(fresh_seed());
-  const Case c{.name = "saturate", .out = TSATTN_DTYPE_FLOAT8_E4M3FN, .batch = 2, .q_lens = {3},
-               .kv_lens = {6},
-               .hq = 2, .hkv = 2, .d = kHandD, .output_scale = 4.0};
-  Setup s(c, rng);
-  // v is +-256 by kv head: the output is +-1024 before rounding, beyond e4m3's 448.
-  for (int64_t b = 0; b < 2; ++b)
-    for (int64_t j = 0; j < 6; ++j)
-      for (int64_t g = 0; g < 2; ++g)
-        for (int64_t d = 0; d < kHandD; ++d) s.set('v', b, j, g, d, g == 0 ? 256.0f : -256.0f);
-  const Problem p = s.problem();
-  const std::vector<float> values = tsattn::ref::reference_prefill(p);
-  CHECK(values[0] == doctest::Approx(1024.0));
-  tsattn::ref::write_output(p, values);
-  const auto* bytes = static_cast<const uint8_t*>(s.out().data);
-  for (int64_t n = 0; n < 2 * 3 * 2 * kHandD; ++n) {
-    const int64_t head = n / kHandD % 2;
-    INFO("element ", n);
-    CHECK(bytes[n] == (head == 0 ? 0x7E : 0xFE));
-  }
-  s.check_written(values);
-  CHECK_THROWS_AS(tsattn::ref::write_output(p, std::vector<float>(5, 1.0f)), tsattn::Error);
-}
+  TEST_CASE("causal with Sq < Sk is bottom-right aligned and dense allows Sq > Sk") {
+    std::mt19937_64 rng(fresh_seed());
+    const Case causal{
+        .name = "causal", .q_lens = {3}, .kv_lens = {5}, .hq = 1, .hkv = 1, .d = kHandD, .mask = TSATTN_MASK_CAUSAL};
+    Setup s(causal, rng);
+    one_hot_values(s, causal);
+    std::vector<float> out = tsattn::ref::reference_prefill(s.problem());
+    check_averaged(out, 0, 1, {0, 1, 2});
+    check_averaged(out, 1, 1, {0, 1, 2, 3});
+    check_averaged(out, 2, 1, {0, 1, 2, 3, 4});
 
-TEST_CASE("the oracle refuses a Problem meant for CUDA tensors") {
-  std::mt19937_64 rng(fresh_seed());
-  Case c{.name = "cuda", .q_lens = {4}, .kv_lens = {4}};
-  Setup s(c, rng);
-  Problem p = s.problem();
-  p.residency = Residency::cuda;
-  try {
-    (void)tsattn::ref::reference_prefill(p);
-    FAIL("reference_prefill accepted a CUDA Problem");
-  } catch (const tsattn::Error& e) {
-    CHECK(e.kind() == tsattn::ErrorKind::value);
+    const Case dense{.name = "dense", .q_lens = {5}, .kv_lens = {3}, .hq = 1, .hkv = 1, .d = kHandD};
+    Setup t(dense, rng);
+    one_hot_values(t, dense);
+    out = tsattn::ref::reference_prefill(t.problem());
+    for (int64_t row = 0; row < 5; ++row) check_averaged(out, row, 1, {0, 1, 2});
   }
-}
+
+  TEST_CASE("an empty request in a packed batch: its rows are absent, its neighbours right") {
+    std::mt19937_64 rng(fresh_seed());
+    const Case c{
+        .name = "packed", .packed = true, .q_lens = {2, 0, 3}, .kv_lens = {3, 4, 2}, .hq = 1, .hkv = 1, .d = kHandD};
+    Setup s(c, rng);
+    one_hot_values(s, c);
+    const Problem p = s.problem();
+    CHECK(tsattn::ref::output_rows(p) == 5);
+    CHECK(tsattn::ref::output_row(p, 2, 0) == 2);
+    const std::vector<float> out = tsattn::ref::reference_prefill(p);
+    REQUIRE(out.size() == 5 * kHandD);
+    check_averaged(out, 0, 1, {0, 1, 2});
+    check_averaged(out, 1, 1, {0, 1, 2});
+    // Request 2 owns global keys 7 and 8.
+    for (int64_t row = 2; row < 5; ++row) check_averaged(out, row, 1, {7, 8});
+  }
+
+  TEST_CASE("variable windows: inverted ranges output exactly 0, out-of-range bounds are clamped") {
+    std::mt19937_64 rng(fresh_seed());
+    const Case c{.name = "bounds",
+                 .q_lens = {7},
+                 .kv_lens = {4},
+                 .hq = 1,
+                 .hkv = 1,
+                 .d = kHandD,
+                 .mask = TSATTN_MASK_VARIABLE_WINDOW};
+    Setup s(c, rng);
+    one_hot_values(s, c);
+    s.set_bounds({3, -5, 2, -3, 4, 1, 0}, {1, 100, 99, 0, 10, 1, 3});
+    const std::vector<float> out = tsattn::ref::reference_prefill(s.problem());
+    for (const int64_t empty_row : {0, 4}) {
+      INFO("row ", empty_row);
+      CHECK(std::all_of(out.begin() + empty_row * kHandD, out.begin() + (empty_row + 1) * kHandD,
+                        [](float x) { return x == 0.0f && !std::signbit(x); }));
+    }
+    check_averaged(out, 1, 1, {0, 1, 2, 3});
+    check_averaged(out, 2, 1, {2, 3});
+    check_averaged(out, 3, 1, {0});
+    check_averaged(out, 5, 1, {1});
+    check_averaged(out, 6, 1, {0, 1, 2, 3});
+  }
+
+  TEST_CASE("GQA: query head h reads kv head h / (Hq / Hkv)") {
+    std::mt19937_64 rng(fresh_seed());
+    for (const auto& [hq, hkv] : {std::pair{8, 2}, std::pair{6, 3}, std::pair{8, 1}, std::pair{4, 4}}) {
+      INFO("Hq ", hq, " Hkv ", hkv);
+      const Case c{.name = "gqa", .batch = 2, .q_lens = {5}, .kv_lens = {9}, .hq = hq, .hkv = hkv, .d = kHandD};
+      Setup s(c, rng);
+      // Random q and k; v of kv head g is the constant g + 1, so any average reveals g.
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t j = 0; j < 9; ++j)
+          for (int64_t g = 0; g < hkv; ++g)
+            for (int64_t d = 0; d < kHandD; ++d) s.set('v', b, j, g, d, static_cast<float>(g + 1));
+      const std::vector<float> out = tsattn::ref::reference_prefill(s.problem());
+      for (int64_t row = 0; row < 10; ++row)
+        for (int64_t h = 0; h < hq; ++h) {
+          INFO("row ", row, " head ", h);
+          CHECK(out[static_cast<size_t>((row * hq + h) * kHandD + 17)] ==
+                doctest::Approx(static_cast<double>(h / (hq / hkv) + 1)).epsilon(1e-6));
+        }
+    }
+  }
+
+  TEST_CASE("write_output rounds to the output dtype and saturates e4m3 at 448") {
+    std::mt19937_64 rng(fresh_seed());
+    const Case c{.name = "saturate",
+                 .out = TSATTN_DTYPE_FLOAT8_E4M3FN,
+                 .batch = 2,
+                 .q_lens = {3},
+                 .kv_lens = {6},
+                 .hq = 2,
+                 .hkv = 2,
+                 .d = kHandD,
+                 .output_scale = 4.0};
+    Setup s(c, rng);
+    // v is +-256 by kv head: the output is +-1024 before rounding, beyond e4m3's 448.
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t j = 0; j < 6; ++j)
+        for (int64_t g = 0; g < 2; ++g)
+          for (int64_t d = 0; d < kHandD; ++d) s.set('v', b, j, g, d, g == 0 ? 256.0f : -256.0f);
+    const Problem p = s.problem();
+    const std::vector<float> values = tsattn::ref::reference_prefill(p);
+    CHECK(values[0] == doctest::Approx(1024.0));
+    tsattn::ref::write_output(p, values);
+    const auto* bytes = static_cast<const uint8_t*>(s.out().data);
+    for (int64_t n = 0; n < 2 * 3 * 2 * kHandD; ++n) {
+      const int64_t head = n / kHandD % 2;
+      INFO("element ", n);
+      CHECK(bytes[n] == (head == 0 ? 0x7E : 0xFE));
+    }
+    s.check_written(values);
+    CHECK_THROWS_AS(tsattn::ref::write_output(p, std::vector<float>(5, 1.0f)), tsattn::Error);
+  }
+
+  TEST_CASE("the oracle refuses a Problem meant for CUDA tensors") {
+    std::mt19937_64 rng(fresh_seed());
+    Case c{.name = "cuda", .q_lens = {4}, .kv_lens = {4}};
+    Setup s(c, rng);
+    Problem p = s.problem();
+    p.residency = Residency::cuda;
+    try {
+      (void)tsattn::ref::reference_prefill(p);
+      FAIL("reference_prefill accepted a CUDA Problem");
+    } catch (const tsattn::Error& e) {
+      CHECK(e.kind() == tsattn::ErrorKind::value);
+    }
+  }
 
 }  // TEST_SUITE

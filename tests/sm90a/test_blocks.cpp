@@ -39,12 +39,14 @@ struct TestKernels {
 
 const std::vector<TestKernels>& test_kernels() {
   static const std::vector<TestKernels> all = {
-      {"test_wgmma_gemm", {"tsattn_test_wgmma_bf16_n64", "tsattn_test_wgmma_bf16_n128", "tsattn_test_wgmma_bf16_n256",
+      {"test_wgmma_gemm",
+       {"tsattn_test_wgmma_bf16_n64", "tsattn_test_wgmma_bf16_n128", "tsattn_test_wgmma_bf16_n256",
         "tsattn_test_wgmma_f16_n64"}},
-      {"test_wgmma_pv", {"tsattn_test_wgmma_pv_bf16_n128", "tsattn_test_wgmma_pv_bf16_n256",
-        "tsattn_test_wgmma_pv_f16_n128"}},
-      {"test_wgmma_fp8", {"tsattn_test_wgmma_e4m3_ss_n128", "tsattn_test_wgmma_e4m3_ss_n256",
-        "tsattn_test_wgmma_e4m3_pv_n128", "tsattn_test_wgmma_e4m3_pv_n256"}},
+      {"test_wgmma_pv",
+       {"tsattn_test_wgmma_pv_bf16_n128", "tsattn_test_wgmma_pv_bf16_n256", "tsattn_test_wgmma_pv_f16_n128"}},
+      {"test_wgmma_fp8",
+       {"tsattn_test_wgmma_e4m3_ss_n128", "tsattn_test_wgmma_e4m3_ss_n256", "tsattn_test_wgmma_e4m3_pv_n128",
+        "tsattn_test_wgmma_e4m3_pv_n256"}},
       {"test_tma_roundtrip", {"tsattn_test_tma_roundtrip"}},
       {"test_mbarrier_ring", {"tsattn_test_mbarrier_ring"}},
   };
@@ -103,14 +105,14 @@ std::string not_sm90_reason() {
   return fmt::format("device 0 has compute capability {}.{}; sm_90a cubins need 9.0", major, minor);
 }
 
-#define TSATTN_REQUIRE_SM90()                                                              \
-  TSATTN_REQUIRE_GPU();                                                                    \
-  do {                                                                                     \
-    const std::string tsattn_why_not_sm90 = not_sm90_reason();                             \
-    if (!tsattn_why_not_sm90.empty()) {                                                    \
+#define TSATTN_REQUIRE_SM90()                                                                       \
+  TSATTN_REQUIRE_GPU();                                                                             \
+  do {                                                                                              \
+    const std::string tsattn_why_not_sm90 = not_sm90_reason();                                      \
+    if (!tsattn_why_not_sm90.empty()) {                                                             \
       MESSAGE("skipped: no CUDA device of compute capability 9.0 (" << tsattn_why_not_sm90 << ")"); \
-      return;                                                                              \
-    }                                                                                      \
+      return;                                                                                       \
+    }                                                                                               \
   } while (false)
 
 class Module {
@@ -172,7 +174,8 @@ CUtensorMap bf16_tensor_map(CUdeviceptr base, uint64_t cols, uint64_t rows, uint
 
 // TsattnTmaDescriptor (templates/prefill_params.h) mirrors CUDA 13's CUtensorMap: 128 bytes,
 // 128-byte aligned.
-static_assert(sizeof(CUtensorMap) == sizeof(TsattnTmaDescriptor) && alignof(CUtensorMap) == alignof(TsattnTmaDescriptor),
+static_assert(sizeof(CUtensorMap) == sizeof(TsattnTmaDescriptor) &&
+                  alignof(CUtensorMap) == alignof(TsattnTmaDescriptor),
               "TsattnTmaDescriptor mirrors CUtensorMap");
 
 // ---------------------------------------------------------------------------------------------
@@ -310,8 +313,7 @@ GemmMismatches run_wgmma_pv(const Module& module, const WgmmaCase& g, int varian
                             std::mt19937_64& rng) {
   const std::vector<uint16_t> p = random16(64 * 64, g.bf16, grid_values, rng);
   const std::vector<uint16_t> v = random16(size_t(64) * g.n, g.bf16, grid_values, rng);
-  return compare_gemm16(run_wgmma_kernel(module, g.symbol, g.n, p, v, variant), p, v, g.n, false, g.bf16,
-                        grid_values);
+  return compare_gemm16(run_wgmma_kernel(module, g.symbol, g.n, p, v, variant), p, v, g.n, false, g.bf16, grid_values);
 }
 
 void check_wgmma_pv(const Module& module, const WgmmaCase& g, bool grid_values, std::mt19937_64& rng) {
@@ -425,8 +427,8 @@ void check_tma_roundtrip(const Module& module, int flags, const std::vector<int>
   const CUtensorMap in_map = bf16_tensor_map(din.address(), cols, rows, cols * 2);
   const CUtensorMap out_map = bf16_tensor_map(dout.address() + guard, cols, rows, cols * 2);
   CUdeviceptr pcoords = dcoords.address(), ptiles = dtiles.address(), pstatus = dstatus.address();
-  void* params[] = {const_cast<CUtensorMap*>(&in_map), const_cast<CUtensorMap*>(&out_map), &pcoords, &flags, &ptiles,
-                    &pstatus};
+  void* params[] = {
+      const_cast<CUtensorMap*>(&in_map), const_cast<CUtensorMap*>(&out_map), &pcoords, &flags, &ptiles, &pstatus};
   Stream stream;
   launch(module.function("tsattn_test_tma_roundtrip"), tiles, 128, params, stream, "tsattn_test_tma_roundtrip");
 
@@ -563,9 +565,9 @@ TEST_SUITE("gpu/sm90a_blocks") {
     const Module module(sm90a_cubin("test_wgmma_gemm"));
     std::mt19937_64 rng(0x5eed90a1);
     const WgmmaCase cases[] = {{"tsattn_test_wgmma_bf16_n64", 64, true},
-                              {"tsattn_test_wgmma_bf16_n128", 128, true},
-                              {"tsattn_test_wgmma_bf16_n256", 256, true},
-                              {"tsattn_test_wgmma_f16_n64", 64, false}};
+                               {"tsattn_test_wgmma_bf16_n128", 128, true},
+                               {"tsattn_test_wgmma_bf16_n256", 256, true},
+                               {"tsattn_test_wgmma_f16_n64", 64, false}};
     for (const WgmmaCase& g : cases) {
       check_wgmma_gemm(module, g, true, rng);
       check_wgmma_gemm(module, g, false, rng);
@@ -582,8 +584,8 @@ TEST_SUITE("gpu/sm90a_blocks") {
     const Module module(sm90a_cubin("test_wgmma_pv"));
     std::mt19937_64 rng(0x5eed90a4);
     const WgmmaCase cases[] = {{"tsattn_test_wgmma_pv_bf16_n128", 128, true},
-                            {"tsattn_test_wgmma_pv_bf16_n256", 256, true},
-                            {"tsattn_test_wgmma_pv_f16_n128", 128, false}};
+                               {"tsattn_test_wgmma_pv_bf16_n256", 256, true},
+                               {"tsattn_test_wgmma_pv_f16_n128", 128, false}};
     for (const WgmmaCase& g : cases) {
       check_wgmma_pv(module, g, true, rng);
       check_wgmma_pv(module, g, false, rng);
@@ -591,8 +593,9 @@ TEST_SUITE("gpu/sm90a_blocks") {
   }
 
   // (No comma in test case names: tools/dev/gpu_check.sh passes each name to -tc, which splits at commas.)
-  TEST_CASE("RS-wgmma e4m3 O = P V with P from fp32 accumulators (e4m3_a_operand) and V^T K-major with keys permuted "
-            "by e4m3_key_of_slot") {
+  TEST_CASE(
+      "RS-wgmma e4m3 O = P V with P from fp32 accumulators (e4m3_a_operand) and V^T K-major with keys permuted "
+      "by e4m3_key_of_slot") {
     TSATTN_REQUIRE_SM90();
     check_wgmma_e4m3(check_wgmma_e4m3_pv, 0x5eed90aa);
   }
@@ -638,8 +641,8 @@ TEST_SUITE("gpu/sm90a_blocks") {
     TSATTN_REQUIRE_SM90();
     const Module module(sm90a_cubin("test_mbarrier_ring"));
     std::mt19937_64 rng(0x5eed90a3);
-    check_mbarrier_ring(module, 1, 64, rng);        // one use of one stage
-    check_mbarrier_ring(module, 2, 100, rng);       // the second tile half out of bounds
+    check_mbarrier_ring(module, 1, 64, rng);   // one use of one stage
+    check_mbarrier_ring(module, 2, 100, rng);  // the second tile half out of bounds
     for (int repeat = 0; repeat < 4; ++repeat) check_mbarrier_ring(module, 33, 32 * 64 + 37, rng);  // 16 reuses
   }
 }

@@ -20,13 +20,13 @@ namespace tsattn::test {
 // on the calling thread.
 std::string gpu_unavailable_reason();
 
-#define TSATTN_REQUIRE_GPU()                                              \
-  do {                                                                    \
+#define TSATTN_REQUIRE_GPU()                                                        \
+  do {                                                                              \
     const std::string tsattn_why_no_gpu = ::tsattn::test::gpu_unavailable_reason(); \
-    if (!tsattn_why_no_gpu.empty()) {                                     \
-      MESSAGE("skipped: no CUDA device (" << tsattn_why_no_gpu << ")");   \
-      return;                                                             \
-    }                                                                     \
+    if (!tsattn_why_no_gpu.empty()) {                                               \
+      MESSAGE("skipped: no CUDA device (" << tsattn_why_no_gpu << ")");             \
+      return;                                                                       \
+    }                                                                               \
   } while (false)
 
 using driver::DeviceBuffer;

@@ -41,8 +41,8 @@ struct HostTensor {
 
   HostTensor() = default;
   HostTensor(tsattn_dtype dtype, std::vector<int64_t> shape, int64_t extra_elements = 0) {
-    const int64_t elements = std::accumulate(shape.begin(), shape.end(), int64_t{1},
-                                             std::multiplies<>()) + extra_elements;
+    const int64_t elements =
+        std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>()) + extra_elements;
     bytes = static_cast<size_t>(elements) * static_cast<size_t>(dtype_size(dtype));
     const size_t rounded = (bytes + 255) / 256 * 256 + 256;
     storage.reset(static_cast<std::byte*>(std::aligned_alloc(256, rounded)));
@@ -53,9 +53,13 @@ struct HostTensor {
   }
 
   template <class T>
-  T* as() { return reinterpret_cast<T*>(storage.get()); }
+  T* as() {
+    return reinterpret_cast<T*>(storage.get());
+  }
   template <class T>
-  const T* as() const { return reinterpret_cast<const T*>(storage.get()); }
+  const T* as() const {
+    return reinterpret_cast<const T*>(storage.get());
+  }
 
   // The same memory seen as a CUDA tensor (for argument checking only).
   Tensor fake_cuda(int32_t device_id = 0) const {

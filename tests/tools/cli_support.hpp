@@ -120,8 +120,12 @@ inline nlohmann::json last_event(const std::string& out) {
 inline nlohmann::json one_kernel_manifest() {
   return {{"schema", 1},
           {"kernels",
-           {{{"family", "sm80"}, {"head_dim", {128}}, {"input_dtype", {"bf16"}}, {"output_dtype", {"bf16"}},
-             {"mask", {"causal"}}, {"layout", {"fixed"}}}}}};
+           {{{"family", "sm80"},
+             {"head_dim", {128}},
+             {"input_dtype", {"bf16"}},
+             {"output_dtype", {"bf16"}},
+             {"mask", {"causal"}},
+             {"layout", {"fixed"}}}}}};
 }
 
 }  // namespace tsattn::test

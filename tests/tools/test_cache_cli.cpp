@@ -15,9 +15,7 @@ using namespace tsattn::test;
 
 namespace {
 
-std::string entry(const std::string& root, int n) {
-  return jit::DiskCache::entry_path(root, test_key(n), "sm_90a");
-}
+std::string entry(const std::string& root, int n) { return jit::DiskCache::entry_path(root, test_key(n), "sm_90a"); }
 
 void fill(const std::string& root, int count, const std::string& arch = "sm_90a") {
   jit::DiskCache cache = rw_cache(root);

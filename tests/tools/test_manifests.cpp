@@ -95,8 +95,8 @@ TEST_SUITE("tools/manifests") {
     }
     for (const std::string& name : on_disk) {
       CAPTURE(name);
-      CHECK(names(load_manifest(name, {Arch::sm_90a})) == names(load_manifest(kManifests + "/" + name + ".json",
-                                                                              {Arch::sm_90a})));
+      CHECK(names(load_manifest(name, {Arch::sm_90a})) ==
+            names(load_manifest(kManifests + "/" + name + ".json", {Arch::sm_90a})));
     }
     try {
       load_manifest("nosuch", {Arch::sm_90a});

@@ -23,8 +23,8 @@ TEST_SUITE("tools/precompile") {
     CHECK_FALSE(fs::exists(box.tmp / "out"));  // rejected before anything was created
 
     CHECK(box.run({"precompile", "--manifest", box.tmp / "missing.json", "--arch", "sm_90a"}).code == 2);
-    const CliResult arch = box.run({"precompile", "--manifest", box.manifest("ok.json", one_kernel_manifest()),
-                                    "--arch", "sm_75"});
+    const CliResult arch =
+        box.run({"precompile", "--manifest", box.manifest("ok.json", one_kernel_manifest()), "--arch", "sm_75"});
     CHECK(arch.code == 2);
     CHECK(arch.err.find("sm_75 is not a supported target") != std::string::npos);
     CHECK(box.run({"precompile", "--arch", "sm_90a"}).code == 2);  // --manifest is required
@@ -48,8 +48,8 @@ TEST_SUITE("tools/precompile") {
     box.env["TSATTN_DISABLE_JIT"] = "1";
     const std::string manifest = box.manifest("m.json", one_kernel_manifest());
     const std::vector<std::string> before = tree_snapshot(box.tmp.path());
-    const CliResult r = box.run({"precompile", "--manifest", manifest, "--arch", "sm_90a,sm_80", "--out",
-                                 box.tmp / "file/out", "--list"});
+    const CliResult r = box.run(
+        {"precompile", "--manifest", manifest, "--arch", "sm_90a,sm_80", "--out", box.tmp / "file/out", "--list"});
     CHECK(r.code == 0);
     CHECK(lines_of(r.out) == std::vector<std::string>{"prefill.sm80.sm_90a.d128.bf16_bf16.causal.fixed",
                                                       "prefill.sm80.sm_80.d128.bf16_bf16.causal.fixed"});
@@ -62,8 +62,8 @@ TEST_SUITE("tools/precompile") {
   TEST_CASE("a second precompile into the same directory compiles nothing") {
     CliSandbox box;
     const std::string manifest = box.manifest("m.json", one_kernel_manifest());
-    const std::vector<std::string> args{"precompile", "--manifest", manifest, "--arch", "sm_90a",
-                                        "--out", box.tmp / "aot", "--json"};
+    const std::vector<std::string> args{"precompile", "--manifest", manifest,        "--arch",
+                                        "sm_90a",     "--out",      box.tmp / "aot", "--json"};
     const CliResult first = box.run(args);
     REQUIRE(first.code == 0);
     const nlohmann::json one = last_event(first.out);
@@ -85,8 +85,16 @@ TEST_SUITE("tools/precompile") {
     CliSandbox box;
     nlohmann::json manifest = one_kernel_manifest();
     manifest["kernels"][0]["layout"] = {"fixed", "packed"};
-    const std::vector<std::string> args{"precompile", "--manifest", box.manifest("m.json", manifest), "--arch",
-                                        "sm_80", "--out", box.tmp / "aot", "--json", "-j", "2"};
+    const std::vector<std::string> args{"precompile",
+                                        "--manifest",
+                                        box.manifest("m.json", manifest),
+                                        "--arch",
+                                        "sm_80",
+                                        "--out",
+                                        box.tmp / "aot",
+                                        "--json",
+                                        "-j",
+                                        "2"};
     CliProcess a = box.start(args);
     CliProcess b = box.start(args);
     const CliResult ra = a.wait(), rb = b.wait();

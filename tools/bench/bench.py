@@ -65,6 +65,7 @@ SCHEMA = 1
 
 # ---------------------------------------------------------------- running cases
 
+
 def _warning_text(caught) -> str:
     msgs = []
     for w in caught:
@@ -81,8 +82,15 @@ def _cache_counters() -> Optional[dict]:
         return None
 
 
-def run_contender(name: str, prepared: List[Prepared], data: CaseData, ref: torch.Tensor, timer,
-                  warmup: int, fixed_reps: Optional[int]) -> dict:
+def run_contender(
+    name: str,
+    prepared: List[Prepared],
+    data: CaseData,
+    ref: torch.Tensor,
+    timer,
+    warmup: int,
+    fixed_reps: Optional[int],
+) -> dict:
     entry: dict = {}
     tried = []
     dev = data.device
@@ -146,16 +154,31 @@ def run_contender(name: str, prepared: List[Prepared], data: CaseData, ref: torc
     return entry
 
 
-def run_case(case: bc.Case, contenders: Sequence[str], device, *, timer=None, warmup: int = bc.WARMUP,
-             fixed_reps: Optional[int] = None, n_sets: Optional[int] = None, seed: int = 0,
-             preparers: Optional[Dict[str, Callable]] = None, static_na=bc.static_na) -> dict:
+def run_case(
+    case: bc.Case,
+    contenders: Sequence[str],
+    device,
+    *,
+    timer=None,
+    warmup: int = bc.WARMUP,
+    fixed_reps: Optional[int] = None,
+    n_sets: Optional[int] = None,
+    seed: int = 0,
+    preparers: Optional[Dict[str, Callable]] = None,
+    static_na=bc.static_na,
+) -> dict:
     """Runs every contender on one case; returns the case's JSON row. Raises ContextLost only."""
     device = torch.device(device)
     timer = timer or (cuda_timer if device.type == "cuda" else wall_timer)
     preparers = preparers or PREPARERS
     fl = bc.flops(case)
-    row = {"name": case.name, "params": case.params(), "flops": fl, "visible_pairs": bc.visible_pairs(case),
-           "contenders": {}}
+    row = {
+        "name": case.name,
+        "params": case.params(),
+        "flops": fl,
+        "visible_pairs": bc.visible_pairs(case),
+        "contenders": {},
+    }
     t_case = time.perf_counter()
     n_sets = n_sets or input_sets_for(case)
     try:
@@ -197,23 +220,32 @@ def run_case(case: bc.Case, contenders: Sequence[str], device, *, timer=None, wa
 
 # ---------------------------------------------------------------- command line
 
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sel = p.add_mutually_exclusive_group()
     sel.add_argument("--quick", action="store_true", help="the smoke set (tools/dev/gpu_check.sh bench)")
     sel.add_argument("--full", action="store_true", help="the whole product of the axes (about an hour)")
-    p.add_argument("--cases", default="", help="comma-separated glob patterns over case names; without --quick/--full "
-                   "they select from the whole product (e.g. 'd128-causal-*-b1-s8k,*ragged16')")
+    p.add_argument(
+        "--cases",
+        default="",
+        help="comma-separated glob patterns over case names; without --quick/--full "
+        "they select from the whole product (e.g. 'd128-causal-*-b1-s8k,*ragged16')",
+    )
     p.add_argument("--skip-cases", default="", help="comma-separated glob patterns of cases to leave out")
-    p.add_argument("--contenders", default=",".join(bc.CONTENDERS), help="comma-separated subset of "
-                   + ", ".join(bc.CONTENDERS))
+    p.add_argument(
+        "--contenders", default=",".join(bc.CONTENDERS), help="comma-separated subset of " + ", ".join(bc.CONTENDERS)
+    )
     p.add_argument("--list", action="store_true", help="print the selected cases, what runs them, the estimate; exit")
     p.add_argument("--out", default="bench-results", help="output directory")
     p.add_argument("--reps", type=int, default=0, help="timed calls per contender and case (default: auto)")
     p.add_argument("--warmup", type=int, default=bc.WARMUP)
-    p.add_argument("--budget-s", type=float, default=540.0,
-                   help="stop starting cases after this many seconds from launch (0: no limit); the rest are "
-                        "recorded as skipped")
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=540.0,
+        help="stop starting cases after this many seconds from launch (0: no limit); the rest are recorded as skipped",
+    )
     jit = p.add_mutually_exclusive_group()
     jit.add_argument("--no-jit", action="store_true", help="leave out the JIT figures")
     jit.add_argument("--jit-only", action="store_true", help="only the JIT figures")
@@ -255,7 +287,9 @@ def parse_contenders(text: str) -> List[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     bad = [n for n in names if n not in bc.CONTENDERS]
     if bad or not names:
-        raise ValueError(f"--contenders: unknown {', '.join(bad) or '(none given)'} (choose from {', '.join(bc.CONTENDERS)})")
+        raise ValueError(
+            f"--contenders: unknown {', '.join(bad) or '(none given)'} (choose from {', '.join(bc.CONTENDERS)})"
+        )
     return [n for n in bc.CONTENDERS if n in names]
 
 
@@ -264,13 +298,18 @@ def list_cases(cases: Sequence[bc.Case], contenders: Sequence[str], args) -> str
     for c in cases:
         runs = [n for n in contenders if not bc.static_na(n, c)]
         nas = [n for n in contenders if bc.static_na(n, c)]
-        lines.append(f"{c.name:40s} {bc.flops(c) / 1e9:10.1f} GFLOP  runs: {' '.join(runs):26s}"
-                     + (f" n/a: {' '.join(nas)}" if nas else ""))
-    est = bc.estimate(cases, contenders, args.reps or None, bc.Assumptions(tflops=args.assume_tflops),
-                      with_jit=not args.no_jit)
-    lines.append(f"{len(cases)} cases; estimate {est['total_s']:.0f} s ({est['total_s'] / 60:.1f} min) at "
-                 f"{est['assumed_tflops']:.0f} TFLOP/s for every contender: {est['calls']} calls, "
-                 f"timed {est['timed_s']:.0f} s + first calls {est['first_calls_s']:.0f} s + fixed {est['fixed_s']:.0f} s")
+        lines.append(
+            f"{c.name:40s} {bc.flops(c) / 1e9:10.1f} GFLOP  runs: {' '.join(runs):26s}"
+            + (f" n/a: {' '.join(nas)}" if nas else "")
+        )
+    est = bc.estimate(
+        cases, contenders, args.reps or None, bc.Assumptions(tflops=args.assume_tflops), with_jit=not args.no_jit
+    )
+    lines.append(
+        f"{len(cases)} cases; estimate {est['total_s']:.0f} s ({est['total_s'] / 60:.1f} min) at "
+        f"{est['assumed_tflops']:.0f} TFLOP/s for every contender: {est['calls']} calls, "
+        f"timed {est['timed_s']:.0f} s + first calls {est['first_calls_s']:.0f} s + fixed {est['fixed_s']:.0f} s"
+    )
     return "\n".join(lines)
 
 
@@ -284,12 +323,24 @@ def write_outputs(doc: dict, out_dir: Path, plots: bool) -> None:
 
 
 def _skipped_row(case: bc.Case, contenders: Sequence[str], why: str) -> dict:
-    return {"name": case.name, "params": case.params(), "flops": bc.flops(case),
-            "contenders": {k: {"status": f"skipped: {why}"} for k in contenders}}
+    return {
+        "name": case.name,
+        "params": case.params(),
+        "flops": bc.flops(case),
+        "contenders": {k: {"status": f"skipped: {why}"} for k in contenders},
+    }
 
 
-def run_cases(doc: dict, cases: Sequence[bc.Case], contenders: Sequence[str], device, args, out_dir: Path,
-              t_start: float, runner=None) -> int:
+def run_cases(
+    doc: dict,
+    cases: Sequence[bc.Case],
+    contenders: Sequence[str],
+    device,
+    args,
+    out_dir: Path,
+    t_start: float,
+    runner=None,
+) -> int:
     """The JIT figures, then every case in order until the time budget is spent, rewriting the
     outputs after each; a lost CUDA context ends the run with what was measured. Returns 0 or 3."""
     runner = runner or run_case
@@ -308,8 +359,7 @@ def run_cases(doc: dict, cases: Sequence[bc.Case], contenders: Sequence[str], de
                 print(f"bench: time budget spent after {elapsed:.0f} s; {len(cases) - n} cases skipped", flush=True)
                 break
             try:
-                row = runner(case, contenders, device, fixed_reps=args.reps or None, warmup=args.warmup,
-                             seed=args.seed)
+                row = runner(case, contenders, device, fixed_reps=args.reps or None, warmup=args.warmup, seed=args.seed)
             except ContextLost:
                 raise
             except Exception as e:  # noqa: BLE001 - a harness bug in one case must not lose the run
@@ -368,10 +418,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     doc = {"schema": SCHEMA, "meta": collect_meta(args, device), "cases": [], "jit": {}, "run": {}}
     doc["meta"]["clocks_before"] = smi_sample(not args.no_smi)
     doc["meta"]["estimate"] = bc.estimate(cases, contenders, args.reps or None, with_jit=not args.no_jit)
-    doc["run"] = {"selected": [] if args.jit_only else [c.name for c in cases], "contenders": contenders,
-                  "budget_s": args.budget_s, "skipped": []}
-    print(f"bench: {len(cases)} cases x {len(contenders)} contenders on {doc['meta'].get('gpu')}, "
-          f"estimate {doc['meta']['estimate']['total_s']:.0f} s; results in {out_dir}", flush=True)
+    doc["run"] = {
+        "selected": [] if args.jit_only else [c.name for c in cases],
+        "contenders": contenders,
+        "budget_s": args.budget_s,
+        "skipped": [],
+    }
+    print(
+        f"bench: {len(cases)} cases x {len(contenders)} contenders on {doc['meta'].get('gpu')}, "
+        f"estimate {doc['meta']['estimate']['total_s']:.0f} s; results in {out_dir}",
+        flush=True,
+    )
     if not (args.no_ceiling or args.jit_only):
         doc["ceiling"] = gemm_ceiling(device)
     rc = run_cases(doc, cases, contenders, device, args, out_dir, t_start)
@@ -388,9 +445,14 @@ def finish_run(doc: dict, args, out_dir: Path, t_start: float, rc: int) -> int:
     write_outputs(doc, out_dir, plots=not args.no_plots)
     print()
     print(br.render_summary_text(doc))
-    print(f"bench: {doc['run']['elapsed_s']:.0f} s; wrote {out_dir}/bench.json, bench.md, perf_section.md, readme_section.md")
-    bad = [r["name"] for r in doc["cases"]
-           if str(r["contenders"].get("tsattn", {}).get("status", "ok")).startswith(("WRONG", "error"))]
+    print(
+        f"bench: {doc['run']['elapsed_s']:.0f} s; wrote {out_dir}/bench.json, bench.md, perf_section.md, readme_section.md"
+    )
+    bad = [
+        r["name"]
+        for r in doc["cases"]
+        if str(r["contenders"].get("tsattn", {}).get("status", "ok")).startswith(("WRONG", "error"))
+    ]
     if bad and rc == 0:
         print(f"bench: tsattn WRONG or failed in {len(bad)} case(s): {', '.join(bad[:10])}", file=sys.stderr)
         rc = 1

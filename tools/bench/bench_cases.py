@@ -49,9 +49,9 @@ BASELINES = ("cudnn", "fa2", "flex")
 @dataclass(frozen=True)
 class Shape:
     name: str
-    q_lens: Tuple[int, ...]   # one entry per request
+    q_lens: Tuple[int, ...]  # one entry per request
     kv_lens: Tuple[int, ...]
-    packed: bool              # packed ragged layout (indptrs) rather than fixed [B, S, H, D]
+    packed: bool  # packed ragged layout (indptrs) rather than fixed [B, S, H, D]
 
     @property
     def batch(self) -> int:
@@ -132,9 +132,18 @@ class Case:
 
     def params(self) -> dict:
         s = self.shape
-        p = {"head_dim": self.head_dim, "mask": self.mask, "dtype": self.dtype, "hq": self.hq, "hkv": self.hkv,
-             "shape": self.shape_name, "batch": s.batch, "packed": s.packed, "window_left": self.window,
-             "tsattn_mask_type": self.mask_type}
+        p = {
+            "head_dim": self.head_dim,
+            "mask": self.mask,
+            "dtype": self.dtype,
+            "hq": self.hq,
+            "hkv": self.hkv,
+            "shape": self.shape_name,
+            "batch": s.batch,
+            "packed": s.packed,
+            "window_left": self.window,
+            "tsattn_mask_type": self.mask_type,
+        }
         if s.packed:
             p.update(q_lens=list(s.q_lens), kv_lens=list(s.kv_lens))
         else:
@@ -162,6 +171,7 @@ def parse_name(name: str) -> Case:
 
 
 # ---------------------------------------------------------------- catalogs
+
 
 def full_catalog() -> List[Case]:
     """The whole product, in a fixed order (--full)."""
@@ -215,9 +225,13 @@ def quick_cases() -> List[Case]:
     """tools/dev/gpu_check.sh's smoke set: the S=8K headline cases and one of each other kind."""
     hq, hkv = PRIMARY_HEADS
     cases = [Case(d, m, "bf16", hq, hkv, "b1-s8k") for d in HEAD_DIMS for m in ("dense", "causal")]
-    cases += [Case(128, "win1k", "bf16", hq, hkv, "b1-s8k"), Case(128, "vwin", "bf16", hq, hkv, "b1-s8k"),
-              Case(128, "causal", "fp8", hq, hkv, "b1-s8k"), Case(128, "causal", "bf16", hq, hkv, "chunk-q256-k4k"),
-              Case(128, "causal", "bf16", hq, hkv, "ragged16")]
+    cases += [
+        Case(128, "win1k", "bf16", hq, hkv, "b1-s8k"),
+        Case(128, "vwin", "bf16", hq, hkv, "b1-s8k"),
+        Case(128, "causal", "fp8", hq, hkv, "b1-s8k"),
+        Case(128, "causal", "bf16", hq, hkv, "chunk-q256-k4k"),
+        Case(128, "causal", "bf16", hq, hkv, "ragged16"),
+    ]
     return cases
 
 
@@ -244,6 +258,7 @@ def catalog_cases(text: str) -> Tuple[List[Case], List[str]]:
 
 
 # ---------------------------------------------------------------- mask semantics
+
 
 def vwin_bounds(case: Case, request: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """The variable-window bounds (inclusive, int64, CPU) of one request, as tsattn receives them."""
@@ -293,14 +308,18 @@ def input_bytes(case: Case) -> int:
 
 # ---------------------------------------------------------------- what each contender can express
 
+
 def static_na(contender: str, case: Case) -> Optional[str]:
     """'n/a: reason' when a contender cannot express a case at all (known before running), else None.
     Run-time probes (torch version features) can add more n/a's in tools/bench/bench.py."""
     if contender == "tsattn":
         return None
     if case.dtype == "fp8":
-        return {"cudnn": "n/a: torch SDPA takes no fp8 inputs", "fa2": "n/a: FA2 takes no fp8 inputs",
-                "flex": "n/a: FlexAttention takes no fp8 inputs"}[contender]
+        return {
+            "cudnn": "n/a: torch SDPA takes no fp8 inputs",
+            "fa2": "n/a: FA2 takes no fp8 inputs",
+            "flex": "n/a: FlexAttention takes no fp8 inputs",
+        }[contender]
     if contender == "cudnn":
         if case.mask in WINDOWS:
             return "n/a: torch SDPA has no sliding window"
@@ -312,8 +331,12 @@ def static_na(contender: str, case: Case) -> Optional[str]:
 
 
 def gqa_handling(contender: str) -> str:
-    return {"tsattn": "native", "fa2": "native", "flex": "native (enable_gqa)",
-            "cudnn": "K/V expanded to Hq heads (repeat_interleave) before timing, not timed"}[contender]
+    return {
+        "tsattn": "native",
+        "fa2": "native",
+        "flex": "native (enable_gqa)",
+        "cudnn": "K/V expanded to Hq heads (repeat_interleave) before timing, not timed",
+    }[contender]
 
 
 # ---------------------------------------------------------------- repetitions and run-time estimate
@@ -323,8 +346,13 @@ REPS_TARGET_MS = 100.0
 REPS_MIN, REPS_MAX = 30, 200
 
 
-def choose_reps(call_ms: float, fixed: Optional[int] = None, target_ms: float = REPS_TARGET_MS,
-                lo: int = REPS_MIN, hi: int = REPS_MAX) -> int:
+def choose_reps(
+    call_ms: float,
+    fixed: Optional[int] = None,
+    target_ms: float = REPS_TARGET_MS,
+    lo: int = REPS_MIN,
+    hi: int = REPS_MAX,
+) -> int:
     """Timed repetitions: --reps if given, else enough for ~target_ms of calls, within [lo, hi]."""
     if fixed:
         return int(fixed)
@@ -335,22 +363,27 @@ def choose_reps(call_ms: float, fixed: Optional[int] = None, target_ms: float = 
 
 @dataclass
 class Assumptions:
-    tflops: float = 250.0            # every contender, every case (a deliberately low figure)
-    startup_s: float = 15.0          # python + torch import, CUDA context, meta, nvidia-smi
-    jit_s: float = 25.0              # JIT figures: cold compiles, 3 fresh subprocesses, host cost loop
-    case_s: float = 0.6              # per case: inputs, fp32 reference, checks, clock sample
+    tflops: float = 250.0  # every contender, every case (a deliberately low figure)
+    startup_s: float = 15.0  # python + torch import, CUDA context, meta, nvidia-smi
+    jit_s: float = 25.0  # JIT figures: cold compiles, 3 fresh subprocesses, host cost loop
+    case_s: float = 0.6  # per case: inputs, fp32 reference, checks, clock sample
     first_call_s: Dict[str, float] = None  # per contender and case: compile / plan / first launch
-    flex_first_extra_s: float = 15.0     # the first torch.compile of a process (inductor warm-up)
-    sleep_ms_per_batch: float = 20.0     # GPU sleep ahead of each batch of 50 timed calls
-    cudnn_varlen_probe_s: float = 8.0    # a fresh process that tries cuDNN varlen once (ragged cases)
+    flex_first_extra_s: float = 15.0  # the first torch.compile of a process (inductor warm-up)
+    sleep_ms_per_batch: float = 20.0  # GPU sleep ahead of each batch of 50 timed calls
+    cudnn_varlen_probe_s: float = 8.0  # a fresh process that tries cuDNN varlen once (ragged cases)
 
     def __post_init__(self):
         if self.first_call_s is None:
             self.first_call_s = {"tsattn": 0.05, "cudnn": 0.3, "fa2": 0.05, "flex": 4.0}
 
 
-def estimate(cases: Sequence[Case], contenders: Sequence[str] = CONTENDERS, fixed_reps: Optional[int] = None,
-             a: Optional[Assumptions] = None, with_jit: bool = True) -> dict:
+def estimate(
+    cases: Sequence[Case],
+    contenders: Sequence[str] = CONTENDERS,
+    fixed_reps: Optional[int] = None,
+    a: Optional[Assumptions] = None,
+    with_jit: bool = True,
+) -> dict:
     """Seconds a run should take: cases x contenders x (check + warm-up + reps) x time at the
     assumed TFLOP/s, plus the fixed costs in Assumptions."""
     a = a or Assumptions()
@@ -376,6 +409,13 @@ def estimate(cases: Sequence[Case], contenders: Sequence[str] = CONTENDERS, fixe
     if flex_used:
         first_s += a.flex_first_extra_s
     total = fixed_s + timed_s + first_s
-    return {"cases": len(cases), "contender_runs": runs, "calls": calls, "timed_s": round(timed_s, 1),
-            "first_calls_s": round(first_s, 1), "fixed_s": round(fixed_s, 1), "total_s": round(total, 1),
-            "assumed_tflops": a.tflops}
+    return {
+        "cases": len(cases),
+        "contender_runs": runs,
+        "calls": calls,
+        "timed_s": round(timed_s, 1),
+        "first_calls_s": round(first_s, 1),
+        "fixed_s": round(fixed_s, 1),
+        "total_s": round(total, 1),
+        "assumed_tflops": a.tflops,
+    }

@@ -31,6 +31,7 @@ MARKERS = {"tsattn": "o", "cudnn": "s", "fa2": "^", "flex": "D"}
 
 # ---------------------------------------------------------------- figures from rows
 
+
 def _ok(entry: Optional[dict]) -> bool:
     return bool(entry) and entry.get("status") == "ok" and (entry.get("tflops") or 0) > 0
 
@@ -61,6 +62,7 @@ def summarize(doc: dict) -> List[dict]:
     def order(key):
         d, m = key
         return (d if isinstance(d, int) else 0, bc.MASKS.index(m) if m in bc.MASKS else 99, str(m))
+
     out = []
     for key in sorted(groups, key=order):
         rows = groups[key]
@@ -98,6 +100,7 @@ def render_summary_text(doc: dict) -> str:
 
 # ---------------------------------------------------------------- markdown
 
+
 class Notes:
     """Numbered footnotes for table cells that are not numbers (n/a reasons, WRONG, errors)."""
 
@@ -130,9 +133,12 @@ def _cell(entry: Optional[dict], notes: Notes, case_name: str) -> str:
 def _env_line(doc: dict) -> str:
     m = doc.get("meta", {})
     v = m.get("versions", {})
-    parts = [f"{m.get('gpu', 'unknown GPU')}" + (f" ({m['sm_count']} SMs)" if m.get("sm_count") else ""),
-             f"torch {v.get('torch')} (CUDA {v.get('cuda')}, cuDNN {v.get('cudnn')})",
-             f"triton {v.get('triton')}", f"tsattn {v.get('tsattn')} (library {v.get('tsattn_library')})"]
+    parts = [
+        f"{m.get('gpu', 'unknown GPU')}" + (f" ({m['sm_count']} SMs)" if m.get("sm_count") else ""),
+        f"torch {v.get('torch')} (CUDA {v.get('cuda')}, cuDNN {v.get('cudnn')})",
+        f"triton {v.get('triton')}",
+        f"tsattn {v.get('tsattn')} (library {v.get('tsattn_library')})",
+    ]
     smi = (m.get("clocks_before") or [{}])[0]
     if smi.get("driver_version"):
         parts.append(f"driver {smi['driver_version']}")
@@ -153,9 +159,11 @@ def clocks_line(doc: dict) -> str:
         return "Clocks: not recorded (no nvidia-smi)."
     b = (m.get("clocks_before") or [{}])[0]
     a = (m.get("clocks_after") or [{}])[0]
-    text = (f"Clocks seen (nvidia-smi, MHz): SM {min(seen_sm):.0f}..{max(seen_sm):.0f}, memory "
-            f"{min(seen_mem):.0f}..{max(seen_mem):.0f} over {len(seen_sm)} samples "
-            f"(before: SM {b.get('clocks.sm')}, after: SM {a.get('clocks.sm')}")
+    text = (
+        f"Clocks seen (nvidia-smi, MHz): SM {min(seen_sm):.0f}..{max(seen_sm):.0f}, memory "
+        f"{min(seen_mem):.0f}..{max(seen_mem):.0f} over {len(seen_sm)} samples "
+        f"(before: SM {b.get('clocks.sm')}, after: SM {a.get('clocks.sm')}"
+    )
     if b.get("clocks.max.sm"):
         text += f"; max SM {b['clocks.max.sm']}"
     return text + ")."
@@ -174,8 +182,10 @@ def ceiling_line(doc: dict) -> str:
     if not parts:
         return ""
     n = doc["ceiling"][0]["n"]
-    return (f"Tensor-core ceiling in this run (cuBLAS {n}x{n}x{n} GEMM, timed the same way; fp8: e4m3 in, "
-            f"bf16 out): " + "; ".join(parts) + ".")
+    return (
+        f"Tensor-core ceiling in this run (cuBLAS {n}x{n}x{n} GEMM, timed the same way; fp8: e4m3 in, "
+        f"bf16 out): " + "; ".join(parts) + "."
+    )
 
 
 def gpu_state_table(doc: dict) -> List[str]:
@@ -203,24 +213,32 @@ def gpu_state_table(doc: dict) -> List[str]:
 
 def power_cap_line(doc: dict) -> str:
     """How often the power limit held the clock down while contenders were timed."""
-    shares = [e["gpu_state"]["slowdown_share"].get("sw_power_cap", 0.0) for r in doc.get("cases", [])
-              for e in r.get("contenders", {}).values() if _ok(e) and e.get("gpu_state")]
+    shares = [
+        e["gpu_state"]["slowdown_share"].get("sw_power_cap", 0.0)
+        for r in doc.get("cases", [])
+        for e in r.get("contenders", {}).values()
+        if _ok(e) and e.get("gpu_state")
+    ]
     if not shares:
         return ""
     limits = doc.get("meta", {}).get("gpu_limits") or {}
     limit = f" of {limits['power_limit_w']:.0f} W" if limits.get("power_limit_w") else ""
-    return (f"The power limit{limit} slowed the SM clock (NVML reason sw_power_cap) in "
-            f"{100 * sum(shares) / len(shares):.0f}% of the samples taken while contenders were timed "
-            f"(mean over {len(shares)} timed runs).")
+    return (
+        f"The power limit{limit} slowed the SM clock (NVML reason sw_power_cap) in "
+        f"{100 * sum(shares) / len(shares):.0f}% of the samples taken while contenders were timed "
+        f"(mean over {len(shares)} timed runs)."
+    )
 
 
 def _method_lines(doc: dict) -> List[str]:
     m = doc.get("meta", {}).get("method", {})
     if not m:
         return []
-    return [f"Method: {m.get('timer')}; warm-up {m.get('warmup')} calls, repetitions {m.get('reps')}; "
-            f"{m.get('rotation')}; inputs {m.get('inputs')}. {m.get('check')}. {m.get('first_call')}. "
-            f"TFLOP/s: {m.get('flops')}."]
+    return [
+        f"Method: {m.get('timer')}; warm-up {m.get('warmup')} calls, repetitions {m.get('reps')}; "
+        f"{m.get('rotation')}; inputs {m.get('inputs')}. {m.get('check')}. {m.get('first_call')}. "
+        f"TFLOP/s: {m.get('flops')}."
+    ]
 
 
 def _heads(p: dict) -> str:
@@ -228,11 +246,15 @@ def _heads(p: dict) -> str:
 
 
 def summary_table(doc: dict) -> List[str]:
-    lines = ["| head dim | mask | tsattn / cuDNN SDPA | tsattn / FA2 | tsattn / FlexAttention |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| head dim | mask | tsattn / cuDNN SDPA | tsattn / FA2 | tsattn / FlexAttention |",
+        "|---|---|---|---|---|",
+    ]
     for s in doc.get("summary") or summarize(doc):
-        cells = [f"{_fmt_ratio(s['vs'][b]['geomean'])} (n={s['vs'][b]['n']})" if s["vs"][b]["n"] else "n/a"
-                 for b in bc.BASELINES]
+        cells = [
+            f"{_fmt_ratio(s['vs'][b]['geomean'])} (n={s['vs'][b]['n']})" if s["vs"][b]["n"] else "n/a"
+            for b in bc.BASELINES
+        ]
         lines.append(f"| {s['head_dim']} | {s['mask']} | " + " | ".join(cells) + " |")
     return lines
 
@@ -240,17 +262,26 @@ def summary_table(doc: dict) -> List[str]:
 def cases_table(doc: dict, notes: Notes, rows: Optional[List[dict]] = None) -> List[str]:
     rows = doc.get("cases", []) if rows is None else rows
     names = list(bc.CONTENDERS)
-    head = ("| case | GFLOP | tsattn ms | " + " | ".join(bc.LABELS[n] for n in names) + " | "
-            + " | ".join(f"tsattn/{SHORT[n]}" for n in bc.BASELINES) + " |")
+    head = (
+        "| case | GFLOP | tsattn ms | "
+        + " | ".join(bc.LABELS[n] for n in names)
+        + " | "
+        + " | ".join(f"tsattn/{SHORT[n]}" for n in bc.BASELINES)
+        + " |"
+    )
     lines = [head, "|" + "---|" * (3 + len(names) + len(bc.BASELINES))]
     for r in rows:
         c = r.get("contenders", {})
         t = c.get("tsattn")
         ms = f"{t['ms']:.3f}" if _ok(t) else "-"
         rat = r.get("ratios") or ratios(r)
-        lines.append(f"| {r['name']} | {r.get('flops', 0) / 1e9:.1f} | {ms} | "
-                     + " | ".join(_cell(c.get(n), notes, r["name"]) for n in names) + " | "
-                     + " | ".join(_fmt_ratio(rat.get(b)) for b in bc.BASELINES) + " |")
+        lines.append(
+            f"| {r['name']} | {r.get('flops', 0) / 1e9:.1f} | {ms} | "
+            + " | ".join(_cell(c.get(n), notes, r["name"]) for n in names)
+            + " | "
+            + " | ".join(_fmt_ratio(rat.get(b)) for b in bc.BASELINES)
+            + " |"
+        )
     return lines
 
 
@@ -283,8 +314,10 @@ def jit_table(doc: dict) -> List[str]:
     cold = jit.get("cold_compile")
     if isinstance(cold, list):
         for r in cold:
-            what = (f"NVRTC compile of one kernel into an empty cache: {r['family']} {r['arch']} D{r['head_dim']} "
-                    f"{r['input_dtype']}->{r['output_dtype']} {r['mask']} {r['layout']}")
+            what = (
+                f"NVRTC compile of one kernel into an empty cache: {r['family']} {r['arch']} D{r['head_dim']} "
+                f"{r['input_dtype']}->{r['output_dtype']} {r['mask']} {r['layout']}"
+            )
             fig = f"{r['seconds']:.2f} s" if r.get("status") == "ok" else r.get("status", "?")
             lines.append(f"| {what} | {fig} |")
     elif isinstance(cold, dict):
@@ -294,8 +327,10 @@ def jit_table(doc: dict) -> List[str]:
         prob = fc.get("problem", "")
         c = fc.get("cold") or {}
         if c.get("status") == "ok":
-            lines.append(f"| first call of a fresh process, empty cache (NVRTC compile + load + launch + run), {prob} | "
-                         f"{c['first_call_ms']:.1f} ms |")
+            lines.append(
+                f"| first call of a fresh process, empty cache (NVRTC compile + load + launch + run), {prob} | "
+                f"{c['first_call_ms']:.1f} ms |"
+            )
         elif c:
             lines.append(f"| first call of a fresh process, empty cache | {c.get('status')} |")
         elif fc.get("status"):
@@ -304,13 +339,21 @@ def jit_table(doc: dict) -> List[str]:
         if warm:
             firsts = ", ".join(f"{w['first_call_ms']:.2f}" for w in warm)
             hits = warm[0].get("cache", {})
-            lines.append(f"| first call of a fresh process, kernel served from the disk cache (TSATTN_DISABLE_JIT=1; "
-                         f"library already loaded; find + load + launch + run), {prob} | {firsts} ms "
-                         f"(disk hits {hits.get('disk_writable_hits', '?')}, compiles {hits.get('compiles', '?')}) |")
-            lines.append("| library load (dlopen + symbol binding) in that process | "
-                         + ", ".join(f"{w['library_load_ms']:.2f}" for w in warm) + " ms |")
-            lines.append("| second call in that process (kernel loaded), incl. synchronize | "
-                         + ", ".join(f"{w['second_call_ms']:.3f}" for w in warm) + " ms |")
+            lines.append(
+                f"| first call of a fresh process, kernel served from the disk cache (TSATTN_DISABLE_JIT=1; "
+                f"library already loaded; find + load + launch + run), {prob} | {firsts} ms "
+                f"(disk hits {hits.get('disk_writable_hits', '?')}, compiles {hits.get('compiles', '?')}) |"
+            )
+            lines.append(
+                "| library load (dlopen + symbol binding) in that process | "
+                + ", ".join(f"{w['library_load_ms']:.2f}" for w in warm)
+                + " ms |"
+            )
+            lines.append(
+                "| second call in that process (kernel loaded), incl. synchronize | "
+                + ", ".join(f"{w['second_call_ms']:.3f}" for w in warm)
+                + " ms |"
+            )
         for w in fc.get("warm") or []:
             if w.get("status") != "ok":
                 lines.append(f"| first call from the disk cache | {w.get('status')} |")
@@ -328,7 +371,7 @@ def jit_table(doc: dict) -> List[str]:
 
 
 def _gqa_note() -> str:
-    return ("GQA: " + "; ".join(f"{bc.LABELS[n]}: {bc.gqa_handling(n)}" for n in bc.CONTENDERS) + ".")
+    return "GQA: " + "; ".join(f"{bc.LABELS[n]}: {bc.gqa_handling(n)}" for n in bc.CONTENDERS) + "."
 
 
 def _run_notes(doc: dict) -> List[str]:
@@ -337,8 +380,11 @@ def _run_notes(doc: dict) -> List[str]:
     if run.get("aborted"):
         out.append(f"**Run aborted:** {run['aborted']}.")
     if run.get("skipped"):
-        out.append(f"**{len(run['skipped'])} case(s) not run** (time budget or abort): {', '.join(run['skipped'][:12])}"
-                   + (" ..." if len(run["skipped"]) > 12 else "") + ".")
+        out.append(
+            f"**{len(run['skipped'])} case(s) not run** (time budget or abort): {', '.join(run['skipped'][:12])}"
+            + (" ..." if len(run["skipped"]) > 12 else "")
+            + "."
+        )
     return out
 
 
@@ -353,8 +399,9 @@ def _via_notes(doc: dict) -> List[str]:
     return [f"- {bc.LABELS.get(n, n)}: " + "; ".join(v) for n, v in seen.items()]
 
 
-def render_report(doc: dict, plot_files: Sequence[str], prefix: str = "", level: int = 1,
-                  title: Optional[str] = None) -> str:
+def render_report(
+    doc: dict, plot_files: Sequence[str], prefix: str = "", level: int = 1, title: Optional[str] = None
+) -> str:
     h = "#" * level
     notes = Notes()
     m = doc.get("meta", {})
@@ -365,15 +412,23 @@ def render_report(doc: dict, plot_files: Sequence[str], prefix: str = "", level:
     lines += _method_lines(doc) + [""]
     notes_run = _run_notes(doc)
     lines += notes_run + ([""] if notes_run else [])
-    lines += [f"{h}# Geometric mean of tsattn / baseline, per head dim and mask", "",
-              "Over the cases where both ran (all shapes, dtypes and head counts of that head dim and mask); "
-              "above 1 means tsattn is faster.", ""]
+    lines += [
+        f"{h}# Geometric mean of tsattn / baseline, per head dim and mask",
+        "",
+        "Over the cases where both ran (all shapes, dtypes and head counts of that head dim and mask); "
+        "above 1 means tsattn is faster.",
+        "",
+    ]
     lines += summary_table(doc) + [""]
-    lines += [f"{h}# All cases: TFLOP/s (docs/contract.md: 4 * Hq * D * visible pairs / median time)", "",
-              "Case names: d{D}-{mask}-{dtype}-h{Hq}kv{Hkv}-{shape}; masks dense, causal (bottom-right), "
-              "win1k/win4k (causal + window_left 1024/4096), vwin (per-row windows of 512..4096 keys); "
-              "fp8 = e4m3 in, bf16 out; shapes b1-sN (B=1, S=N), b4-s4k, chunk-q256-k4k (Sq=256 after 3840 cached "
-              "tokens, Sk=4096), ragged16 (16 packed requests of 128..4096 tokens).", ""]
+    lines += [
+        f"{h}# All cases: TFLOP/s (docs/contract.md: 4 * Hq * D * visible pairs / median time)",
+        "",
+        "Case names: d{D}-{mask}-{dtype}-h{Hq}kv{Hkv}-{shape}; masks dense, causal (bottom-right), "
+        "win1k/win4k (causal + window_left 1024/4096), vwin (per-row windows of 512..4096 keys); "
+        "fp8 = e4m3 in, bf16 out; shapes b1-sN (B=1, S=N), b4-s4k, chunk-q256-k4k (Sq=256 after 3840 cached "
+        "tokens, Sk=4096), ragged16 (16 packed requests of 128..4096 tokens).",
+        "",
+    ]
     lines += cases_table(doc, notes) + [""]
     lines += [_gqa_note(), ""]
     if notes.items:
@@ -389,36 +444,59 @@ def render_report(doc: dict, plot_files: Sequence[str], prefix: str = "", level:
         lines += [f"![{Path(f).stem}]({prefix}{Path(f).name})" for f in plot_files] + [""]
     gs = gpu_state_table(doc)
     if gs:
-        lines += [f"{h}# SM clock while timed", "",
-                  "NVML samples every 10 ms during each contender's timed calls (tools/bench/nvml_sampler.py): median SM "
-                  "clock, and work per SM cycle (FLOP / SM / cycle = TFLOP/s / (SMs x clock); the dense tensor-core "
-                  "peak is 4096 for bf16/fp16, 8192 for fp8). " + power_cap_line(doc) + " The timed runs here are "
-                  "~0.1 s bursts after idle gaps; run back to back for seconds, every kernel measured on the H200 "
-                  "held its power limit at a lower clock (tools/bench/power_probe.py, docs/PERF.md sm90a v7).", ""] + gs + [""]
+        lines += (
+            [
+                f"{h}# SM clock while timed",
+                "",
+                "NVML samples every 10 ms during each contender's timed calls (tools/bench/nvml_sampler.py): median SM "
+                "clock, and work per SM cycle (FLOP / SM / cycle = TFLOP/s / (SMs x clock); the dense tensor-core "
+                "peak is 4096 for bf16/fp16, 8192 for fp8). " + power_cap_line(doc) + " The timed runs here are "
+                "~0.1 s bursts after idle gaps; run back to back for seconds, every kernel measured on the H200 "
+                "held its power limit at a lower clock (tools/bench/power_probe.py, docs/PERF.md sm90a v7).",
+                "",
+            ]
+            + gs
+            + [""]
+        )
     fc = first_call_table(doc)
     if fc:
-        lines += [f"{h}# First call per case (ms: JIT compile or kernel load, cuDNN plan and K/V expansion, torch.compile; not in the timings)",
-                  ""] + fc + [""]
+        lines += (
+            [
+                f"{h}# First call per case (ms: JIT compile or kernel load, cuDNN plan and K/V expansion, torch.compile; not in the timings)",
+                "",
+            ]
+            + fc
+            + [""]
+        )
     return "\n".join(lines).rstrip() + "\n"
 
 
 def headline_rows(doc: dict) -> List[dict]:
     hq, hkv = bc.PRIMARY_HEADS
-    return [r for r in doc.get("cases", []) if r.get("params", {}).get("shape") == "b1-s8k"
-            and r["params"].get("dtype") == "bf16" and r["params"].get("hq") == hq and r["params"].get("hkv") == hkv]
+    return [
+        r
+        for r in doc.get("cases", [])
+        if r.get("params", {}).get("shape") == "b1-s8k"
+        and r["params"].get("dtype") == "bf16"
+        and r["params"].get("hq") == hq
+        and r["params"].get("hkv") == hkv
+    ]
 
 
 def render_readme_section(doc: dict) -> str:
     m = doc.get("meta", {})
     v = m.get("versions", {})
     notes = Notes()
-    lines = [f"Measured on {m.get('gpu', '?')} ({str(m.get('started', '?'))[:10]}; torch {v.get('torch')}, "
-             f"cuDNN {v.get('cudnn')}) by `tools/bench/bench.py`, every contender in the same run on the same inputs, "
-             "each output checked against an fp32 reference before timing. TFLOP/s = 4 * Hq * D * visible pairs / "
-             "median time (docs/contract.md). Method, every case, JIT costs and plots: "
-             "[docs/PERF.md](docs/PERF.md).", "",
-             "Geometric mean of tsattn's speed over each baseline's (above 1: tsattn faster), per head dim and mask:",
-             ""]
+    lines = [
+        f"Measured on {m.get('gpu', '?')} ({str(m.get('started', '?'))[:10]}; torch {v.get('torch')}, "
+        f"cuDNN {v.get('cudnn')}) by `tools/bench/bench.py`, every contender in the same run on the same inputs, "
+        "each output checked against an fp32 reference before timing. TFLOP/s = 4 * Hq * D * visible pairs / "
+        "median time (docs/contract.md). Method, every case, JIT costs and plots: "
+        "[docs/PERF.md](docs/PERF.md).",
+        "",
+        "Geometric mean of tsattn's speed over each baseline's (above 1: tsattn faster), per head dim and mask:",
+        "",
+    ]
     lines += summary_table(doc) + [""]
     head = headline_rows(doc)
     if head:
@@ -432,6 +510,7 @@ def render_readme_section(doc: dict) -> str:
 
 # ---------------------------------------------------------------- plots
 
+
 def plot_groups(doc: dict) -> Dict[Tuple, List[dict]]:
     """(D, mask, dtype, Hq, Hkv) -> B=1 square rows with a sequence length, for groups with >= 2 lengths."""
     groups: Dict[Tuple, List[dict]] = {}
@@ -439,8 +518,11 @@ def plot_groups(doc: dict) -> Dict[Tuple, List[dict]]:
         p = r.get("params", {})
         if p.get("seq_len"):
             groups.setdefault((p["head_dim"], p["mask"], p["dtype"], p["hq"], p["hkv"]), []).append(r)
-    return {k: sorted(v, key=lambda r: r["params"]["seq_len"]) for k, v in groups.items()
-            if len({r["params"]["seq_len"] for r in v}) >= 2}
+    return {
+        k: sorted(v, key=lambda r: r["params"]["seq_len"])
+        for k, v in groups.items()
+        if len({r["params"]["seq_len"] for r in v}) >= 2
+    }
 
 
 def make_plots(doc: dict, out_dir: Path) -> Tuple[List[str], Optional[str]]:
@@ -450,6 +532,7 @@ def make_plots(doc: dict, out_dir: Path) -> Tuple[List[str], Optional[str]]:
         return [], "no plot: no (head dim, mask) group has two or more B=1 sequence lengths"
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except Exception as e:  # noqa: BLE001
@@ -461,8 +544,11 @@ def make_plots(doc: dict, out_dir: Path) -> Tuple[List[str], Optional[str]]:
         fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
         drawn = False
         for name in bc.CONTENDERS:
-            pts = [(r["params"]["seq_len"], r["contenders"][name]["tflops"]) for r in rows
-                   if _ok(r.get("contenders", {}).get(name))]
+            pts = [
+                (r["params"]["seq_len"], r["contenders"][name]["tflops"])
+                for r in rows
+                if _ok(r.get("contenders", {}).get(name))
+            ]
             if not pts:
                 continue
             xs, ys = zip(*pts)
@@ -491,6 +577,7 @@ def make_plots(doc: dict, out_dir: Path) -> Tuple[List[str], Optional[str]]:
 
 # ---------------------------------------------------------------- files
 
+
 def replace_between_markers(text: str, section: str, begin: str = BEGIN, end: str = END) -> str:
     """text with everything between the begin and end markers replaced by section (ValueError when
     the markers are missing, repeated or out of order)."""
@@ -512,7 +599,9 @@ def write_all(doc: dict, out_dir: Path, plots: bool = True, plots_prefix: str = 
             print(f"bench_report: {msg}")
     (out_dir / "bench.md").write_text(render_report(doc, files, prefix=""))
     m = doc.get("meta", {})
-    title = f"{m.get('gpu', 'GPU')} run, {str(m.get('started', '?'))[:10]}: tsattn {m.get('versions', {}).get('tsattn')}"
+    title = (
+        f"{m.get('gpu', 'GPU')} run, {str(m.get('started', '?'))[:10]}: tsattn {m.get('versions', {}).get('tsattn')}"
+    )
     perf = render_report(doc, files, prefix=plots_prefix, level=3, title=title)
     if files:
         perf += f"\n(Plots: copy {', '.join(files)} from the run's output directory to docs/{plots_prefix}.)\n"
@@ -546,8 +635,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     out = args.out or args.results.parent
     info = write_all(doc, out, plots=not args.no_plots, plots_prefix=args.plots_prefix)
-    print(f"bench_report: wrote {out}/bench.md, perf_section.md, readme_section.md"
-          + (f", {len(info['plots'])} plot(s)" if info["plots"] else ""))
+    print(
+        f"bench_report: wrote {out}/bench.md, perf_section.md, readme_section.md"
+        + (f", {len(info['plots'])} plot(s)" if info["plots"] else "")
+    )
     if args.readme:
         try:
             text = args.readme.read_text()

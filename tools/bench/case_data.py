@@ -86,7 +86,7 @@ def _request_views(case: bc.Case, t: torch.Tensor, lengths: Sequence[int]):
     if case.shape.packed:
         start = 0
         for n in lengths:
-            yield t[start:start + n]
+            yield t[start : start + n]
             start += n
     else:
         for b in range(t.shape[0]):
@@ -103,7 +103,7 @@ def reference(case: bc.Case, q, k, v, bounds, budget_bytes: int = 256 * 2**20) -
     ks = _request_views(case, k, case.shape.kv_lens)
     vs = _request_views(case, v, case.shape.kv_lens)
     os_ = _request_views(case, out, case.shape.q_lens)
-    for (qb, kb, vb, ob, (lo, hi)) in zip(qs, ks, vs, os_, bounds):
+    for qb, kb, vb, ob, (lo, hi) in zip(qs, ks, vs, os_, bounds):
         sq, sk = qb.shape[0], kb.shape[0]
         if sq == 0 or sk == 0:
             continue
@@ -113,7 +113,7 @@ def reference(case: bc.Case, q, k, v, bounds, budget_bytes: int = 256 * 2**20) -
         for h in range(case.hkv):
             kt = kb[:, h].float().t().contiguous()  # [D, Sk]
             vh = vb[:, h].float()
-            qh = qb[:, h * g:(h + 1) * g].float().permute(1, 0, 2)  # [g, Sq, D]
+            qh = qb[:, h * g : (h + 1) * g].float().permute(1, 0, 2)  # [g, Sq, D]
             for r0 in range(0, sq, rows):
                 r1 = min(sq, r0 + rows)
                 scores = (qh[:, r0:r1] @ kt) * scale  # [g, rows, Sk]
@@ -122,9 +122,9 @@ def reference(case: bc.Case, q, k, v, bounds, budget_bytes: int = 256 * 2**20) -
                 m = scores.amax(-1, keepdim=True)
                 m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
                 p = torch.exp(scores - m)
-                l = p.sum(-1, keepdim=True)
-                o = (p @ vh) / torch.where(l > 0, l, torch.ones_like(l))
-                ob[r0:r1, h * g:(h + 1) * g] = o.permute(1, 0, 2)
+                row_sum = p.sum(-1, keepdim=True)
+                o = (p @ vh) / torch.where(row_sum > 0, row_sum, torch.ones_like(row_sum))
+                ob[r0:r1, h * g : (h + 1) * g] = o.permute(1, 0, 2)
     return out
 
 
@@ -139,16 +139,23 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol_key: str) -> dict:
     ref_norm = float(ref.norm())
     rel = float((o - ref).nan_to_num(nan=1e30, posinf=1e30, neginf=1e30).norm()) / max(ref_norm, 1e-30)
     mism = int((~(diff <= atol + rtol * ref.abs())).sum())
-    res = {"rel_norm_error": rel, "max_abs_error": float(diff.nan_to_num(nan=float("inf")).max()) if diff.numel() else 0.0,
-           "mismatches": mism, "elements": o.numel(), "nonfinite": nonfinite,
-           "tolerance": {"rtol": rtol, "atol": atol, "rel_norm": norm_tol}}
+    res = {
+        "rel_norm_error": rel,
+        "max_abs_error": float(diff.nan_to_num(nan=float("inf")).max()) if diff.numel() else 0.0,
+        "mismatches": mism,
+        "elements": o.numel(),
+        "nonfinite": nonfinite,
+        "tolerance": {"rtol": rtol, "atol": atol, "rel_norm": norm_tol},
+    }
     reasons = []
     if nonfinite:
         reasons.append(f"{nonfinite} non-finite")
     if not rel <= norm_tol:
         reasons.append(f"relative norm error {rel:.3g} > {norm_tol}")
     if mism:
-        reasons.append(f"{mism} of {o.numel()} elements outside rtol={rtol} atol={atol} (max abs error {res['max_abs_error']:.3g})")
+        reasons.append(
+            f"{mism} of {o.numel()} elements outside rtol={rtol} atol={atol} (max abs error {res['max_abs_error']:.3g})"
+        )
     res["ok"] = not reasons
     if reasons:
         res["reason"] = "; ".join(reasons)

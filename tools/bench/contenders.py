@@ -25,6 +25,7 @@ from tsattn_under_test import tsattn
 class Prepared:
     """One way of running a contender on a case: call(i) runs input set i and returns the output
     in tsattn's layout (a view is fine). Alternatives are tried in order on the first call."""
+
     call: Callable[[int], torch.Tensor]
     via: str
     notes: List[str] = field(default_factory=list)
@@ -56,6 +57,7 @@ def _expand(t: torch.Tensor, group: int, dim: int) -> torch.Tensor:
 
 def sdpa_backend(name: str):
     from torch.nn.attention import SDPBackend
+
     return getattr(SDPBackend, name)
 
 
@@ -63,6 +65,7 @@ def _sdpa_prepare(data: CaseData, backend_name: str, label: str) -> PrepResult:
     """torch SDPA with one backend, fixed layout; K/V expanded for GQA outside the timing.
     Bottom-right causal with Sq != Sk goes through an explicit boolean mask."""
     from torch.nn.attention import sdpa_kernel
+
     c = data.case
     s = c.shape
     backend = sdpa_backend(backend_name)
@@ -70,9 +73,12 @@ def _sdpa_prepare(data: CaseData, backend_name: str, label: str) -> PrepResult:
 
     def sets():  # built on the first call (timed apart), so an unused fallback costs nothing
         if "sets" not in state:
-            state["sets"] = [(q.transpose(1, 2), _expand(k, c.group, 2).transpose(1, 2), _expand(v, c.group, 2).transpose(1, 2))
-                             for q, k, v in data.sets]
+            state["sets"] = [
+                (q.transpose(1, 2), _expand(k, c.group, 2).transpose(1, 2), _expand(v, c.group, 2).transpose(1, 2))
+                for q, k, v in data.sets
+            ]
         return state["sets"]
+
     mask, is_causal = None, False
     via = f"F.scaled_dot_product_attention under sdpa_kernel({backend_name})"
     notes = []
@@ -93,8 +99,16 @@ def _sdpa_prepare(data: CaseData, backend_name: str, label: str) -> PrepResult:
         q, k, v = sets()[i]
         with sdpa_kernel([backend]):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal).transpose(1, 2)
-    return [Prepared(call, via, notes, na_if_error=("No available kernel",),
-                     na_prefix=f"torch SDPA's {label} backend refused this case")]
+
+    return [
+        Prepared(
+            call,
+            via,
+            notes,
+            na_if_error=("No available kernel",),
+            na_prefix=f"torch SDPA's {label} backend refused this case",
+        )
+    ]
 
 
 def _schema_args(op) -> List[str]:
@@ -131,14 +145,15 @@ def cudnn_varlen_probe(timeout: float = 180) -> str:
     global _CUDNN_VARLEN
     if _CUDNN_VARLEN is None:
         try:
-            res = subprocess.run([sys.executable, "-c", CUDNN_VARLEN_PROBE], capture_output=True, text=True,
-                                 timeout=timeout)
+            res = subprocess.run(
+                [sys.executable, "-c", CUDNN_VARLEN_PROBE], capture_output=True, text=True, timeout=timeout
+            )
             line = next((ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")), None)
             if line is None:
                 tail = " ".join((res.stderr or res.stdout).strip().splitlines()[-2:])[:300]
                 _CUDNN_VARLEN = f"the call failed (rc={res.returncode}: {tail})"
             else:
-                errs = json.loads(line[len("RESULT "):])
+                errs = json.loads(line[len("RESULT ") :])
                 bad = {k: v for k, v in errs.items() if not v <= 2e-2}
                 _CUDNN_VARLEN = f"wrong answers (relative error {bad})" if bad else ""
         except (OSError, subprocess.SubprocessError) as e:
@@ -152,13 +167,17 @@ def _cudnn_prepare(data: CaseData) -> PrepResult:
         return _sdpa_prepare(data, "CUDNN_ATTENTION", "cuDNN")
     op = getattr(torch.ops.aten, "_cudnn_attention_forward", None)
     if op is None or "cum_seq_q" not in _schema_args(op):
-        return f"n/a: torch {torch.__version__} has no cuDNN varlen entry (aten._cudnn_attention_forward with cum_seq_q)"
+        return (
+            f"n/a: torch {torch.__version__} has no cuDNN varlen entry (aten._cudnn_attention_forward with cum_seq_q)"
+        )
     if c.mask not in ("dense", "causal"):
         return f"n/a: cuDNN varlen in torch cannot express mask {c.mask}"
     if data.device.type == "cuda":
         why = cudnn_varlen_probe()
         if why:
-            return f"n/a: torch's cuDNN varlen path (aten._cudnn_attention_forward with cum_seq_q) failed a probe: {why}"
+            return (
+                f"n/a: torch's cuDNN varlen path (aten._cudnn_attention_forward with cum_seq_q) failed a probe: {why}"
+            )
     sets = [(q, _expand(k, c.group, 1), _expand(v, c.group, 1)) for q, k, v in data.sets]
     mq, mk = max(c.shape.q_lens), max(c.shape.kv_lens)
     qo, kv = data.qo_dev, data.kv_dev
@@ -167,9 +186,17 @@ def _cudnn_prepare(data: CaseData) -> PrepResult:
     def call(i):
         q, k, v = sets[i]
         return op(q, k, v, None, qo, kv, mq, mk, False, 0.0, causal, False)[0]
+
     notes = [f"K/V expanded {c.hkv}->{c.hq} heads before timing"] if c.group > 1 else []
-    return [Prepared(call, "aten._cudnn_attention_forward with cum_seq_q/k (cuDNN varlen, Sq == Sk per request)",
-                     notes, na_if_error=("",), na_prefix="cuDNN varlen path not usable in this torch")]
+    return [
+        Prepared(
+            call,
+            "aten._cudnn_attention_forward with cum_seq_q/k (cuDNN varlen, Sq == Sk per request)",
+            notes,
+            na_if_error=("",),
+            na_prefix="cuDNN varlen path not usable in this torch",
+        )
+    ]
 
 
 def _fa2_prepare(data: CaseData) -> PrepResult:
@@ -188,6 +215,7 @@ def _fa2_prepare(data: CaseData) -> PrepResult:
         sets = data.sets
         try:
             from torch.nn.attention.varlen import varlen_attn
+
             params = inspect.signature(varlen_attn).parameters
         except Exception:  # noqa: BLE001
             varlen_attn, params = None, {}
@@ -204,19 +232,27 @@ def _fa2_prepare(data: CaseData) -> PrepResult:
                 kw["enable_gqa"] = True
             if ok:
                 from torch.nn.attention import sdpa_kernel
+
                 flash = sdpa_backend("FLASH_ATTENTION")
 
                 def call_varlen(i, kw=kw):
                     q, k, v = sets[i]
                     with sdpa_kernel([flash]):
                         return varlen_attn(q, k, v, qo, kv, mq, mk, **kw)
-                alts.append(Prepared(call_varlen, f"torch.nn.attention.varlen.varlen_attn({', '.join(f'{a}={b}' for a, b in kw.items())}) under sdpa_kernel(FLASH_ATTENTION)"))
+
+                alts.append(
+                    Prepared(
+                        call_varlen,
+                        f"torch.nn.attention.varlen.varlen_attn({', '.join(f'{a}={b}' for a, b in kw.items())}) under sdpa_kernel(FLASH_ATTENTION)",
+                    )
+                )
         if op is not None and (has_window or c.window < 1):
             wkw = {"window_size_left": wl, "window_size_right": wr} if has_window else {}
 
             def call_op(i):
                 q, k, v = sets[i]
                 return op(q, k, v, qo, kv, mq, mk, 0.0, causal, False, **wkw)[0]
+
             alts.append(Prepared(call_op, "aten._flash_attention_forward with cum_seq_q/k (FA2 varlen)"))
         if not alts:
             return f"n/a: torch {torch.__version__} has neither torch.nn.attention.varlen nor aten._flash_attention_forward"
@@ -228,6 +264,7 @@ def _fa2_prepare(data: CaseData) -> PrepResult:
         def call_fixed(i):
             q, k, v = sets[i]
             return op(q, k, v, None, None, s.sq, s.sk, 0.0, causal, False, **wkw)[0]
+
         via = "aten._flash_attention_forward ([B,S,H,D], native GQA"
         via += ", bottom-right causal" if causal else ""
         via += f", window_size_left={wl}" if c.window >= 1 else ""
@@ -246,6 +283,7 @@ def _flex_compiled():
     global _FLEX
     if _FLEX is None:
         from torch.nn.attention.flex_attention import flex_attention
+
         _FLEX = torch.compile(flex_attention, dynamic=False)  # one static kernel per case
     return _FLEX
 
@@ -268,14 +306,18 @@ def flex_mask_mod(data: CaseData):
 
             def vwin_mod(b, h, q_idx, kv_idx):
                 return (kv_idx >= st[b, q_idx]) & (kv_idx <= en[b, q_idx])
+
             return vwin_mod, s.batch
         if w >= 1:
+
             def window_mod(b, h, q_idx, kv_idx):
                 return (kv_idx <= q_idx + off) & (kv_idx >= q_idx + off - w)
+
             return window_mod, None
 
         def causal_mod(b, h, q_idx, kv_idx):
             return kv_idx <= q_idx + off
+
         return causal_mod, None
 
     doc_q = torch.repeat_interleave(torch.arange(s.batch), torch.tensor(s.q_lens)).to(torch.int32).to(dev)
@@ -288,13 +330,16 @@ def flex_mask_mod(data: CaseData):
 
         def packed_vwin_mod(b, h, q_idx, kv_idx):
             return (doc_q[q_idx] == doc_k[kv_idx]) & (kv_idx >= lo[q_idx]) & (kv_idx <= hi[q_idx])
+
         return packed_vwin_mod, None
     q_start = indptr(s.q_lens)[:-1].to(dev)
     k_start = indptr(s.kv_lens)[:-1].to(dev)
     offs = (torch.tensor(s.kv_lens) - torch.tensor(s.q_lens)).to(torch.int32).to(dev)
     if c.mask == "dense":
+
         def doc_mod(b, h, q_idx, kv_idx):
             return doc_q[q_idx] == doc_k[kv_idx]
+
         return doc_mod, None
 
     def doc_causal_mod(b, h, q_idx, kv_idx):
@@ -305,11 +350,13 @@ def flex_mask_mod(data: CaseData):
         if w >= 1:
             keep = keep & (kj >= qi + offs[d] - w)
         return keep
+
     return doc_causal_mod, None
 
 
 def _flex_prepare(data: CaseData, compiled: bool = True) -> PrepResult:
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
     c = data.case
     s = c.shape
     fn = _flex_compiled() if compiled else flex_attention
@@ -335,7 +382,8 @@ def _flex_prepare(data: CaseData, compiled: bool = True) -> PrepResult:
         q, k, v = sets[i]
         o = fn(q, k, v, block_mask=block, enable_gqa=gqa)
         return o[0].transpose(0, 1) if packed else o.transpose(1, 2)
-    via = ("torch.compile(flex_attention)" if compiled else "flex_attention (eager)")
+
+    via = "torch.compile(flex_attention)" if compiled else "flex_attention (eager)"
     via += {None: ""}.get(mod, ", block mask" + (" (document mask over the packed sequence)" if packed else ""))
     if c.mask == "vwin":
         via += ", mask_mod reading per-row start/end tensors"

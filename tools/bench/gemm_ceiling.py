@@ -26,8 +26,10 @@ def gemm_calls(device: torch.device, n: int = CEILING_N) -> Dict[str, Callable[[
     a16, b16 = a.bfloat16(), b.bfloat16()
     a8 = a.to(torch.float8_e4m3fn)
     b8 = b.to(torch.float8_e4m3fn).t().contiguous().t()  # _scaled_mm takes B column-major
-    return {"bf16": lambda i: torch.matmul(a16, b16),
-            "fp8": lambda i: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)}
+    return {
+        "bf16": lambda i: torch.matmul(a16, b16),
+        "fp8": lambda i: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
+    }
 
 
 def gemm_ceiling(device: torch.device, n: int = CEILING_N) -> List[dict]:

@@ -45,13 +45,34 @@ def jit_cold_compile(specs=JIT_SPECS, families=JIT_FAMILIES, arch: str = "sm_90a
     out = []
     for fam in families:
         for d, din, dout, mask, layout in specs:
-            row = {"family": fam, "arch": arch, "head_dim": d, "input_dtype": din, "output_dtype": dout,
-                   "mask": mask, "layout": layout}
+            row = {
+                "family": fam,
+                "arch": arch,
+                "head_dim": d,
+                "input_dtype": din,
+                "output_dtype": dout,
+                "mask": mask,
+                "layout": layout,
+            }
             with tempfile.TemporaryDirectory(prefix="tsattn-bench-cold-") as tmp:
                 manifest = Path(tmp) / "one.json"
-                manifest.write_text(json.dumps({"schema": 1, "kernels": [
-                    {"family": fam, "head_dim": d, "input_dtype": din, "output_dtype": dout, "mask": mask,
-                     "layout": layout}]}))
+                manifest.write_text(
+                    json.dumps(
+                        {
+                            "schema": 1,
+                            "kernels": [
+                                {
+                                    "family": fam,
+                                    "head_dim": d,
+                                    "input_dtype": din,
+                                    "output_dtype": dout,
+                                    "mask": mask,
+                                    "layout": layout,
+                                }
+                            ],
+                        }
+                    )
+                )
                 try:
                     t0 = time.perf_counter()
                     res = tsattn.precompile(manifest, arch, Path(tmp) / "cache", jobs=1)
@@ -105,13 +126,14 @@ def _run_first_call(cache_dir: str, disable_jit: bool, timeout: float = 180) -> 
     if FROM_CHECKOUT:
         env["PYTHONPATH"] = os.pathsep.join([str(CHECKOUT_PYTHON)] + [p for p in [env.get("PYTHONPATH")] if p])
     try:
-        res = subprocess.run([sys.executable, "-c", FIRST_CALL_SCRIPT], env=env, capture_output=True, text=True,
-                             timeout=timeout)
+        res = subprocess.run(
+            [sys.executable, "-c", FIRST_CALL_SCRIPT], env=env, capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return {"status": f"error: timed out after {timeout:.0f} s"}
     for line in res.stdout.splitlines():
         if line.startswith("RESULT "):
-            out = json.loads(line[len("RESULT "):])
+            out = json.loads(line[len("RESULT ") :])
             out["status"] = "ok"
             return out
     tail = " ".join((res.stderr or res.stdout).strip().splitlines()[-3:])[:400]
@@ -131,28 +153,40 @@ def jit_host_cost(device: torch.device, calls: int = 2000, sync_every: int = 100
     """time.perf_counter around each call only (the kernel loaded; synchronizing every sync_every
     calls, outside the timed region), for a tiny problem."""
     from torch.nn.attention import sdpa_kernel
+
     s, hq, hkv, d = 128, 32, 8, 128
 
     def rnd(*shape):
         return (0.2 * torch.randn(*shape, device=device)).to(torch.bfloat16)
+
     q, k, v = rnd(1, s, hq, d), rnd(1, s, hkv, d), rnd(1, s, hkv, d)
     out = torch.empty_like(q)
     qp, kp, vp = rnd(2 * s, hq, d), rnd(2 * s, hkv, d), rnd(2 * s, hkv, d)
     ind = torch.tensor([0, s, 2 * s], dtype=torch.int32)
-    qt, kt, vt = q.transpose(1, 2), k.repeat_interleave(hq // hkv, 2).transpose(1, 2), v.repeat_interleave(hq // hkv, 2).transpose(1, 2)
+    qt, kt, vt = (
+        q.transpose(1, 2),
+        k.repeat_interleave(hq // hkv, 2).transpose(1, 2),
+        v.repeat_interleave(hq // hkv, 2).transpose(1, 2),
+    )
     flash = sdpa_backend("FLASH_ATTENTION")
 
     def sdpa():
         with sdpa_kernel([flash]):
             return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
+
     variants = {
         "tsattn fixed layout (allocates out)": lambda: tsattn.batch_prefill(q, k, v, mask_type="causal"),
         "tsattn fixed layout, out= given": lambda: tsattn.batch_prefill(q, k, v, mask_type="causal", out=out),
         "tsattn packed layout, host indptrs (2 requests)": lambda: tsattn.batch_prefill(
-            qp, kp, vp, qo_indptr=ind, kv_indptr=ind, mask_type="causal"),
+            qp, kp, vp, qo_indptr=ind, kv_indptr=ind, mask_type="causal"
+        ),
         "torch SDPA flash backend, same problem (for scale)": sdpa,
     }
-    res = {"problem": f"B=1 S={s} Hq/Hkv={hq}/{hkv} D={d} bf16 causal (packed: 2 x {s})", "calls": calls, "variants": {}}
+    res = {
+        "problem": f"B=1 S={s} Hq/Hkv={hq}/{hkv} D={d} bf16 causal (packed: 2 x {s})",
+        "calls": calls,
+        "variants": {},
+    }
     for name, fn in variants.items():
         try:
             for _ in range(20):
@@ -168,8 +202,14 @@ def jit_host_cost(device: torch.device, calls: int = 2000, sync_every: int = 100
             torch.cuda.synchronize(device)
             us = sorted(1e6 * t for t in ts)
             n = len(us)
-            res["variants"][name] = {"status": "ok", "us_median": statistics.median(us), "us_p10": us[n // 10],
-                                     "us_p90": us[(9 * n) // 10], "us_min": us[0], "us_mean": statistics.fmean(us)}
+            res["variants"][name] = {
+                "status": "ok",
+                "us_median": statistics.median(us),
+                "us_p10": us[n // 10],
+                "us_p90": us[(9 * n) // 10],
+                "us_min": us[0],
+                "us_mean": statistics.fmean(us),
+            }
         except Exception as e:  # noqa: BLE001
             res["variants"][name] = {"status": f"error: {short_error(e)}"}
     return res
@@ -178,9 +218,11 @@ def jit_host_cost(device: torch.device, calls: int = 2000, sync_every: int = 100
 def jit_figures(device: torch.device, arch: str, quick: bool, host_calls: int) -> dict:
     jit: dict = {}
     specs = JIT_SPECS[:1] if quick else JIT_SPECS
-    steps = [("cold_compile", lambda: jit_cold_compile(specs, JIT_FAMILIES, arch)),
-             ("first_call", lambda: jit_first_calls(1 if quick else 2)),
-             ("host_cost", lambda: jit_host_cost(device, host_calls))]
+    steps = [
+        ("cold_compile", lambda: jit_cold_compile(specs, JIT_FAMILIES, arch)),
+        ("first_call", lambda: jit_first_calls(1 if quick else 2)),
+        ("host_cost", lambda: jit_host_cost(device, host_calls)),
+    ]
     for key, fn in steps:
         t0 = time.perf_counter()
         try:

@@ -7,6 +7,7 @@ either. With the clock recorded next to the time, a report can say which.
 
 Without NVML (no nvidia-ml-py, no GPU) the sampler records nothing and summary() is None.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,13 @@ import time
 from typing import List, Optional, Sequence, Tuple
 
 # NVML clock event reasons (nvml.h, nvmlClocksEventReason*) that mean "slowed down".
-SLOWDOWN_REASONS = {"sw_power_cap": 0x4, "hw_slowdown": 0x8, "sw_thermal": 0x20, "hw_thermal": 0x40,
-                    "hw_power_brake": 0x80}
+SLOWDOWN_REASONS = {
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sw_thermal": 0x20,
+    "hw_thermal": 0x40,
+    "hw_power_brake": 0x80,
+}
 
 Sample = Tuple[float, float, int]  # (SM clock MHz, power W, clock event reason bits)
 
@@ -29,12 +35,17 @@ def summarize_samples(samples: Sequence[Sample], trim: float = 0.1) -> Optional[
     if not samples:
         return None
     cut = int(len(samples) * trim)
-    busy = list(samples[cut:len(samples) - cut]) or list(samples)
+    busy = list(samples[cut : len(samples) - cut]) or list(samples)
     clocks = [s[0] for s in busy]
-    return {"samples": len(busy), "sm_clock_mhz": statistics.median(clocks), "sm_clock_min_mhz": min(clocks),
-            "power_w": statistics.median(s[1] for s in busy),
-            "slowdown_share": {name: sum(1 for s in busy if s[2] & bit) / len(busy)
-                               for name, bit in SLOWDOWN_REASONS.items()}}
+    return {
+        "samples": len(busy),
+        "sm_clock_mhz": statistics.median(clocks),
+        "sm_clock_min_mhz": min(clocks),
+        "power_w": statistics.median(s[1] for s in busy),
+        "slowdown_share": {
+            name: sum(1 for s in busy if s[2] & bit) / len(busy) for name, bit in SLOWDOWN_REASONS.items()
+        },
+    }
 
 
 def nvml_index(cuda_index: int, visible: Optional[str] = None) -> int:
@@ -66,6 +77,7 @@ class NvmlSampler:
         self._handle = None
         try:
             import pynvml
+
             pynvml.nvmlInit()
             self._handle = pynvml.nvmlDeviceGetHandleByIndex(nvml_index(cuda_index))
             self._nvml = pynvml
@@ -81,15 +93,21 @@ class NvmlSampler:
         if not self.available:
             return None
         nv = self._nvml
-        return {"power_limit_w": nv.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1000.0,
-                "max_sm_clock_mhz": nv.nvmlDeviceGetMaxClockInfo(self._handle, nv.NVML_CLOCK_SM)}
+        return {
+            "power_limit_w": nv.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1000.0,
+            "max_sm_clock_mhz": nv.nvmlDeviceGetMaxClockInfo(self._handle, nv.NVML_CLOCK_SM),
+        }
 
     def _run(self):
         nv = self._nvml
         while not self._done.is_set():
-            self.samples.append((float(nv.nvmlDeviceGetClockInfo(self._handle, nv.NVML_CLOCK_SM)),
-                                 nv.nvmlDeviceGetPowerUsage(self._handle) / 1000.0,
-                                 int(nv.nvmlDeviceGetCurrentClocksEventReasons(self._handle))))
+            self.samples.append(
+                (
+                    float(nv.nvmlDeviceGetClockInfo(self._handle, nv.NVML_CLOCK_SM)),
+                    nv.nvmlDeviceGetPowerUsage(self._handle) / 1000.0,
+                    int(nv.nvmlDeviceGetCurrentClocksEventReasons(self._handle)),
+                )
+            )
             time.sleep(self.period)
 
     def __enter__(self) -> "NvmlSampler":

@@ -13,6 +13,7 @@ tools/bench/bench.py.
 
 usage: tools/bench/power_probe.py [--cases GLOB,...] [--contenders tsattn,cudnn] [--seconds 3] [--gap-ms 0] [--json FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,9 @@ def run_loop(call, n_sets: int, seconds: float, cuda_index: int, gap_ms: float =
     torch.cuda.synchronize()
     calls = max(10, int(seconds / max(time.perf_counter() - t0, 1e-6)))
     batch = BATCH if gap_ms > 0 else calls
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(0, calls, batch)]
+    events = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(0, calls, batch)
+    ]
     with NvmlSampler(cuda_index) as sampler:
         time.sleep(0.05)
         for b, (start, end) in enumerate(events):
@@ -68,19 +70,28 @@ def report(name: str, flops: float, loop: dict, sms: int) -> dict:
     per_cycle = flop_per_sm_cycle(tflops, sms, loop["sm_clock_mhz"])
     row = dict(loop, workload=name, tflops=tflops, flop_per_sm_cycle=per_cycle)
     reasons = ", ".join(f"{k} {v:.0%}" for k, v in loop["slowdown_share"].items() if v > 0) or "none"
-    print(f"{name:44s} {tflops:7.1f} TFLOP/s  SM {loop['sm_clock_mhz']:5.0f} MHz (min {loop['sm_clock_min_mhz']:4.0f})  "
-          f"{loop['power_w']:5.0f} W  {per_cycle:6.0f} FLOP/SM-cycle  slowdown: {reasons}", flush=True)
+    print(
+        f"{name:44s} {tflops:7.1f} TFLOP/s  SM {loop['sm_clock_mhz']:5.0f} MHz (min {loop['sm_clock_min_mhz']:4.0f})  "
+        f"{loop['power_w']:5.0f} W  {per_cycle:6.0f} FLOP/SM-cycle  slowdown: {reasons}",
+        flush=True,
+    )
     return row
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default=DEFAULT_CASES, help="comma-separated glob patterns over tools/bench/bench.py case names")
+    parser.add_argument(
+        "--cases", default=DEFAULT_CASES, help="comma-separated glob patterns over tools/bench/bench.py case names"
+    )
     parser.add_argument("--contenders", default="tsattn,cudnn")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--gemm", type=int, default=8192, help="size of the bf16 GEMM ceiling (0: none)")
-    parser.add_argument("--gap-ms", type=float, default=0.0,
-                        help="GPU sleep before every batch of calls (tools/bench/bench.py's timing: 20); 0: back to back")
+    parser.add_argument(
+        "--gap-ms",
+        type=float,
+        default=0.0,
+        help="GPU sleep before every batch of calls (tools/bench/bench.py's timing: 20); 0: back to back",
+    )
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -93,13 +104,17 @@ def main() -> int:
     if limits is None:
         print("NVML (nvidia-ml-py) is not available: no clocks to sample")
         return 2
-    print(f"{torch.cuda.get_device_name()} ({sms} SMs), power limit {limits['power_limit_w']:.0f} W, "
-          f"max SM clock {limits['max_sm_clock_mhz']} MHz")
+    print(
+        f"{torch.cuda.get_device_name()} ({sms} SMs), power limit {limits['power_limit_w']:.0f} W, "
+        f"max SM clock {limits['max_sm_clock_mhz']} MHz"
+    )
     rows = []
     if args.gemm:
         n = args.gemm
         gemm = gemm_calls(device, n)["bf16"]
-        rows.append(report(f"cuBLAS bf16 GEMM {n}^3", 2.0 * n**3, run_loop(gemm, 1, args.seconds, index, args.gap_ms), sms))
+        rows.append(
+            report(f"cuBLAS bf16 GEMM {n}^3", 2.0 * n**3, run_loop(gemm, 1, args.seconds, index, args.gap_ms), sms)
+        )
         del gemm
     cases, _ = bc.catalog_cases(args.cases)
     status = 0
@@ -113,7 +128,14 @@ def main() -> int:
             if call is None:
                 status = 1 if wrong and contender == "tsattn" else status
                 continue
-            rows.append(report(f"{case.name} {contender}", bc.flops(case), run_loop(call, n_sets, args.seconds, index, args.gap_ms), sms))
+            rows.append(
+                report(
+                    f"{case.name} {contender}",
+                    bc.flops(case),
+                    run_loop(call, n_sets, args.seconds, index, args.gap_ms),
+                    sms,
+                )
+            )
         del data, ref
         torch.cuda.empty_cache()
     if args.json:

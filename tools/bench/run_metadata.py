@@ -32,8 +32,12 @@ def smi_sample(enabled: bool = True) -> Optional[list]:
         return None
     for fields in (SMI_FULL, SMI_BASIC):
         try:
-            res = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
-                                 capture_output=True, text=True, timeout=15)
+            res = subprocess.run(
+                ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                timeout=15,
+            )
         except (OSError, subprocess.SubprocessError):
             return None
         if res.returncode != 0:
@@ -65,12 +69,21 @@ def _version(dist: str) -> Optional[str]:
 
 
 def collect_meta(args, device: Optional[torch.device]) -> dict:
-    meta = {"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": [sys.executable] + sys.argv, "host": platform.node(), "platform": platform.platform(),
-            "python": platform.python_version()}
-    versions = {"torch": torch.__version__, "cuda": torch.version.cuda, "tsattn": tsattn.__version__,
-                "triton": _version("triton") or _version("pytorch-triton"), "numpy": _version("numpy"),
-                "matplotlib": _version("matplotlib")}
+    meta = {
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": [sys.executable] + sys.argv,
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+    versions = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "tsattn": tsattn.__version__,
+        "triton": _version("triton") or _version("pytorch-triton"),
+        "numpy": _version("numpy"),
+        "matplotlib": _version("matplotlib"),
+    }
     try:
         versions["cudnn"] = torch.backends.cudnn.version()
     except Exception:  # noqa: BLE001
@@ -95,7 +108,7 @@ def collect_meta(args, device: Optional[torch.device]) -> dict:
         "inputs": "0.2*randn (0.125*randn for fp8), cast to the case dtype; fp8 cases: e4m3 in, bf16 out for tsattn",
         "rotation": f"input sets rotated per call, together > 2 x L2 ({L2_BYTES // 2**20} MB)",
         "check": "each contender's first output vs an fp32 torch reference, docs/contract.md tolerances "
-                 "(every element within rtol/atol, relative norm, all finite); a failure is WRONG, not timed",
+        "(every element within rtol/atol, relative norm, all finite); a failure is WRONG, not timed",
         "first_call": "the first call (JIT compile / cuDNN plan / torch.compile) is timed apart and excluded",
         "warmup": args.warmup,
         "reps": args.reps or f"auto: enough for {bc.REPS_TARGET_MS:.0f} ms, within [{bc.REPS_MIN}, {bc.REPS_MAX}]",

@@ -10,6 +10,7 @@ queued behind a GPU sleep, median); the library is $TSATTN_LIBRARY.
 usage: TSATTN_LIBRARY=build-x/libtsattn.so.0.1.0 PYTHONPATH=python python3 tools/bench/time_unchecked.py \\
            [--cases GLOB,...] [--label NAME]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,9 @@ DEFAULT_CASES = "d128-dense-bf16-h32kv8-b1-s1k,d128-dense-bf16-h32kv8-b1-s2k,d12
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default=DEFAULT_CASES, help="comma-separated glob patterns over tools/bench/bench.py case names")
+    parser.add_argument(
+        "--cases", default=DEFAULT_CASES, help="comma-separated glob patterns over tools/bench/bench.py case names"
+    )
     parser.add_argument("--label", default="tsattn", help="printed on every line (e.g. the build's name)")
     args = parser.parse_args()
     cases, unmatched = bc.catalog_cases(args.cases)
@@ -48,8 +51,10 @@ def main() -> int:
             print(f"{case.name} {args.label}: {call}")
             continue
         ms = time_stats(cuda_timer(call, n_sets, bc.WARMUP, None, device))["ms"]
-        print(f"{case.name} {args.label} {bc.flops(case) / (ms * 1e-3) / 1e12:7.1f} TFLOP/s ({ms:.4f} ms, unchecked)",
-              flush=True)
+        print(
+            f"{case.name} {args.label} {bc.flops(case) / (ms * 1e-3) / 1e12:7.1f} TFLOP/s ({ms:.4f} ms, unchecked)",
+            flush=True,
+        )
         del data
         torch.cuda.empty_cache()
     return 0

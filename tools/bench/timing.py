@@ -12,8 +12,8 @@ import torch
 
 import bench_cases as bc
 
-SLEEP_MS = 20.0       # GPU sleep queued before each batch of timed calls
-BATCH = 50            # timed calls queued behind one sleep
+SLEEP_MS = 20.0  # GPU sleep queued before each batch of timed calls
+BATCH = 50  # timed calls queued behind one sleep
 ASSUMED_CLOCK_HZ = 1.98e9
 
 
@@ -27,8 +27,14 @@ def cuda_index(dev: torch.device) -> int:
     return dev.index if dev.index is not None else torch.cuda.current_device()
 
 
-def cuda_timer(call: Callable[[int], object], n_sets: int, warmup: int, fixed_reps: Optional[int],
-               device: torch.device, sleep: bool = True) -> List[float]:
+def cuda_timer(
+    call: Callable[[int], object],
+    n_sets: int,
+    warmup: int,
+    fixed_reps: Optional[int],
+    device: torch.device,
+    sleep: bool = True,
+) -> List[float]:
     """Per-call CUDA-event times (ms). Warm-up first (its mean sizes the repetition count), then
     batches of BATCH calls, each batch queued behind a GPU sleep so the host runs ahead."""
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -75,5 +81,12 @@ def time_stats(times: Sequence[float]) -> dict:
 
     def pct(p):
         return xs[min(n - 1, max(0, int(round(p * (n - 1)))))]
-    return {"ms": statistics.median(xs), "ms_min": xs[0], "ms_p10": pct(0.1), "ms_p90": pct(0.9),
-            "ms_mean": statistics.fmean(xs), "reps": n}
+
+    return {
+        "ms": statistics.median(xs),
+        "ms_min": xs[0],
+        "ms_p10": pct(0.1),
+        "ms_p90": pct(0.9),
+        "ms_mean": statistics.fmean(xs),
+        "reps": n,
+    }

@@ -16,14 +16,21 @@ std::optional<uint64_t> parse_byte_size(std::string_view text) {
   for (char& c : suffix)
     if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
   // "2G", "2GB" and "2GIB" all mean 2 GiB: cache sizes are never meant in powers of 1000.
-  if (suffix.size() == 3 && suffix.ends_with("IB")) suffix.resize(1);
-  else if (suffix.size() == 2 && suffix.back() == 'B') suffix.pop_back();
+  if (suffix.size() == 3 && suffix.ends_with("IB"))
+    suffix.resize(1);
+  else if (suffix.size() == 2 && suffix.back() == 'B')
+    suffix.pop_back();
   int shift = 0;
-  if (suffix == "K") shift = 10;
-  else if (suffix == "M") shift = 20;
-  else if (suffix == "G") shift = 30;
-  else if (suffix == "T") shift = 40;
-  else if (!suffix.empty() && suffix != "B") return std::nullopt;
+  if (suffix == "K")
+    shift = 10;
+  else if (suffix == "M")
+    shift = 20;
+  else if (suffix == "G")
+    shift = 30;
+  else if (suffix == "T")
+    shift = 40;
+  else if (!suffix.empty() && suffix != "B")
+    return std::nullopt;
   if (value > (std::numeric_limits<uint64_t>::max() >> shift)) return std::nullopt;
   return value << shift;
 }

@@ -70,8 +70,8 @@ int run_prune(const CacheOptions& options) {
   const uint64_t cap = *parse_byte_size(options.max_bytes);  // the option's validator checked it
   const jit::PruneReport report = cache->prune(cap);
   fmt::print("prune: {}: {} entries ({}); removed {} least recently used, {} left (cap {})\n",
-             *cache->config().writable_root, report.entries_before, format_bytes(report.bytes_before),
-             report.removed, format_bytes(report.bytes_after), format_bytes(cap));
+             *cache->config().writable_root, report.entries_before, format_bytes(report.bytes_before), report.removed,
+             format_bytes(report.bytes_after), format_bytes(cap));
   return kExitOk;
 }
 

@@ -64,8 +64,8 @@ std::string utc_text(std::chrono::system_clock::time_point t) {
 }
 
 nlohmann::json entry_json(const jit::EntryInfo& e) {
-  nlohmann::json j{{"layer", jit::layer_kind_name(e.layer)}, {"name", e.name}, {"arch", e.arch},
-                   {"bytes", e.size}, {"last_use_unix", unix_seconds(e.mtime)}, {"path", e.path}};
+  nlohmann::json j{{"layer", jit::layer_kind_name(e.layer)}, {"name", e.name}, {"arch", e.arch}, {"bytes", e.size},
+                   {"last_use_unix", unix_seconds(e.mtime)}, {"path", e.path}};
   if (e.layer == jit::LayerKind::read_only) j["read_only_index"] = e.read_only_index;
   if (!e.problem.empty()) j["problem"] = e.problem;
   return j;

@@ -18,7 +18,7 @@ struct ReadOnlyLayer {
 };
 
 struct WritableLayer {
-  std::string path;    // empty when the disk cache is disabled
+  std::string path;  // empty when the disk cache is disabled
   // The library's state for the root (ready, refused, write_failed; absent when disabled), or
   // "not_created" for a root that does not exist yet (the library creates it on first use).
   std::string state;

@@ -85,9 +85,7 @@ std::vector<KnobValue> knob_values() {
   return values;
 }
 
-std::string driver_version_text(int version) {
-  return fmt::format("{}.{}", version / 1000, version % 1000 / 10);
-}
+std::string driver_version_text(int version) { return fmt::format("{}.{}", version / 1000, version % 1000 / 10); }
 
 }  // namespace
 
@@ -114,17 +112,20 @@ int run_env(const EnvOptions& options) {
   if (options.json) {
     nlohmann::json gpus = nlohmann::json::array();
     for (const Gpu& g : drv.gpus)
-      gpus.push_back({{"ordinal", g.ordinal}, {"name", g.name},
+      gpus.push_back({{"ordinal", g.ordinal},
+                      {"name", g.name},
                       {"compute_capability", fmt::format("{}.{}", g.cc_major, g.cc_minor)},
                       {"multiprocessors", g.multiprocessors},
                       {"arch", g.arch ? nlohmann::json(arch_name(*g.arch)) : nlohmann::json()}});
     nlohmann::json knob_list = nlohmann::json::array();
     for (const KnobValue& k : knobs) {
-      nlohmann::json j{{"name", k.info->name},      {"type", knob_type_name(k.info->type)},
-                       {"set", k.set},              {"default", k.info->default_text},
-                       {"doc", k.info->doc},        {"affects_cache_key", k.info->affects_cache_key}};
-      if (k.error.empty()) j["value"] = k.value;
-      else j["error"] = k.error;
+      nlohmann::json j{{"name", k.info->name}, {"type", knob_type_name(k.info->type)},
+                       {"set", k.set},         {"default", k.info->default_text},
+                       {"doc", k.info->doc},   {"affects_cache_key", k.info->affects_cache_key}};
+      if (k.error.empty())
+        j["value"] = k.value;
+      else
+        j["error"] = k.error;
       knob_list.push_back(std::move(j));
     }
     const nlohmann::json driver_json =
@@ -153,8 +154,10 @@ int run_env(const EnvOptions& options) {
   } else {
     fmt::print("nvrtc         not found: only precompiled kernels can run\n{}\n", nvrtc_found.failure);
   }
-  if (!drv.unavailable.empty()) fmt::print("cuda driver   unavailable: {}\n", drv.unavailable);
-  else fmt::print("cuda driver   {}\n", driver_version_text(drv.version));
+  if (!drv.unavailable.empty())
+    fmt::print("cuda driver   unavailable: {}\n", drv.unavailable);
+  else
+    fmt::print("cuda driver   {}\n", driver_version_text(drv.version));
   if (drv.unavailable.empty() && drv.gpus.empty()) fmt::print("gpus          none\n");
   for (const Gpu& g : drv.gpus)
     fmt::print("cuda:{:<8} {} (sm_{}{}, {} SMs): {}\n", g.ordinal, g.name, g.cc_major, g.cc_minor, g.multiprocessors,
@@ -167,7 +170,8 @@ int run_env(const EnvOptions& options) {
   } else {
     for (const ReadOnlyLayer& layer : layers->read_only)
       fmt::print("  read-only   {}{}\n", layer.path, layer.exists ? "" : " (missing: skipped)");
-    if (layers->disabled) fmt::print("  writable    none: {}\n", layers->writable.detail);
+    if (layers->disabled)
+      fmt::print("  writable    none: {}\n", layers->writable.detail);
     else
       fmt::print("  writable    {} [{}]{}\n", layers->writable.path, layers->writable.state,
                  layers->writable.detail.empty() ? "" : ": " + layers->writable.detail);

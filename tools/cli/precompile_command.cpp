@@ -16,13 +16,15 @@
 namespace tsattn::tools {
 
 void add_precompile_options(CLI::App& command, PrecompileOptions& options) {
-  command.add_option("--manifest", options.manifest,
-                     "Manifest: a built-in name (default, all, llama3, gemma) or a JSON file's path")
+  command
+      .add_option("--manifest", options.manifest,
+                  "Manifest: a built-in name (default, all, llama3, gemma) or a JSON file's path")
       ->required();
   command.add_option("--arch", options.archs, "Comma-separated cubin targets: sm_80, sm_90a, sm_100, sm_120")
       ->capture_default_str();
   command.add_option("--out", options.out, "Output cache directory (default: the user cache, TSATTN_CACHE_DIR)");
-  command.add_option("-j,--jobs", options.jobs, "Parallel compiles (default: TSATTN_COMPILE_THREADS, bounded by memory)");
+  command.add_option("-j,--jobs", options.jobs,
+                     "Parallel compiles (default: TSATTN_COMPILE_THREADS, bounded by memory)");
   command.add_flag("--list", options.list, "Print the expanded kernel names and exit; compiles nothing");
   command.add_flag("--json", options.json, "Print NDJSON events instead of progress lines");
   command.add_flag("--keep-going", options.keep_going, "Compile the rest after a failure");
@@ -75,16 +77,21 @@ int run_precompile(const PrecompileOptions& options) {
   std::sort(slowest.begin(), slowest.end(), [](auto* a, auto* b) { return a->seconds > b->seconds; });
   slowest.resize(std::min<size_t>(slowest.size(), 3));
   if (options.json) {
-    fmt::print("{}\n", nlohmann::json{{"event", "summary"}, {"compiled", summary.compiled}, {"cached", summary.cached},
-                                      {"failed", summary.failed}, {"not_started", summary.not_started},
-                                      {"seconds", summary.seconds}, {"out", summary.out_dir}}
+    fmt::print("{}\n", nlohmann::json{{"event", "summary"},
+                                      {"compiled", summary.compiled},
+                                      {"cached", summary.cached},
+                                      {"failed", summary.failed},
+                                      {"not_started", summary.not_started},
+                                      {"seconds", summary.seconds},
+                                      {"out", summary.out_dir}}
                            .dump());
   } else {
-    fmt::print("{}precompile: {} kernels for {} into {}: {} compiled, {} already cached, {} failed{} in {:.1f}s with {} "
-               "jobs\n",
-               tty ? "\r\033[K" : "", specs.size(), options.archs, summary.out_dir, summary.compiled, summary.cached,
-               summary.failed, summary.not_started ? fmt::format(", {} not started", summary.not_started) : "",
-               summary.seconds, summary.jobs);
+    fmt::print(
+        "{}precompile: {} kernels for {} into {}: {} compiled, {} already cached, {} failed{} in {:.1f}s with {} "
+        "jobs\n",
+        tty ? "\r\033[K" : "", specs.size(), options.archs, summary.out_dir, summary.compiled, summary.cached,
+        summary.failed, summary.not_started ? fmt::format(", {} not started", summary.not_started) : "",
+        summary.seconds, summary.jobs);
     for (const jit::PrecompileEvent* e : slowest) fmt::print("  slowest: {} {:.2f}s\n", e->name, e->seconds);
   }
   return summary.failed || summary.not_started ? kExitFailed : kExitOk;

@@ -35,13 +35,33 @@ struct Preset {
 
 const std::map<std::string, Preset>& presets() {
   static const std::map<std::string, Preset> table = {
-      {"llama3-8b", {"Llama-3 8B prefill: 4096 tokens, 32/8 heads, D128, bf16, causal", {4096}, {4096}, 32, 8, 128,
-                     TSATTN_MASK_CAUSAL, -1}},
-      {"gemma-window", {"Gemma-style sliding window: 4096 tokens, 16/8 heads, D256, bf16, causal window 1024", {4096},
-                        {4096}, 16, 8, 256, TSATTN_MASK_CAUSAL, 1024}},
-      {"ragged", {"ragged batch: 8 requests of 0..2048 tokens, 32/8 heads, D128, bf16, causal",
-                  {1000, 0, 2048, 17, 777, 129, 1500, 512}, {1000, 0, 2048, 17, 1024, 129, 1600, 512}, 32, 8, 128,
-                  TSATTN_MASK_CAUSAL, -1}},
+      {"llama3-8b",
+       {"Llama-3 8B prefill: 4096 tokens, 32/8 heads, D128, bf16, causal",
+        {4096},
+        {4096},
+        32,
+        8,
+        128,
+        TSATTN_MASK_CAUSAL,
+        -1}},
+      {"gemma-window",
+       {"Gemma-style sliding window: 4096 tokens, 16/8 heads, D256, bf16, causal window 1024",
+        {4096},
+        {4096},
+        16,
+        8,
+        256,
+        TSATTN_MASK_CAUSAL,
+        1024}},
+      {"ragged",
+       {"ragged batch: 8 requests of 0..2048 tokens, 32/8 heads, D128, bf16, causal",
+        {1000, 0, 2048, 17, 777, 129, 1500, 512},
+        {1000, 0, 2048, 17, 1024, 129, 1600, 512},
+        32,
+        8,
+        128,
+        TSATTN_MASK_CAUSAL,
+        -1}},
   };
   return table;
 }
@@ -77,12 +97,12 @@ std::string kernel_source(const tsattn_cache_stats& before, const tsattn_cache_s
 
 // key=value, so a deployment check can grep for compiles=0.
 void print_cache_stats(const tsattn_cache_stats& s) {
-  fmt::print("cache stats after the first call: compiles={} compile_failures={} memory_hits={} memory_misses={} "
-             "disk_lookups={} disk_read_only_hits={} disk_writable_hits={} disk_misses={} disk_damaged={} "
-             "disk_writes={} disk_write_failures={} modules_loaded={}\n",
-             s.compiles, s.compile_failures, s.memory_hits, s.memory_misses, s.disk_lookups, s.disk_read_only_hits,
-             s.disk_writable_hits, s.disk_misses, s.disk_damaged, s.disk_writes, s.disk_write_failures,
-             s.modules_loaded);
+  fmt::print(
+      "cache stats after the first call: compiles={} compile_failures={} memory_hits={} memory_misses={} "
+      "disk_lookups={} disk_read_only_hits={} disk_writable_hits={} disk_misses={} disk_damaged={} "
+      "disk_writes={} disk_write_failures={} modules_loaded={}\n",
+      s.compiles, s.compile_failures, s.memory_hits, s.memory_misses, s.disk_lookups, s.disk_read_only_hits,
+      s.disk_writable_hits, s.disk_misses, s.disk_damaged, s.disk_writes, s.disk_write_failures, s.modules_loaded);
 }
 
 int precompile_instead(const RunOptions& options, const std::string& why) {
@@ -99,9 +119,7 @@ int precompile_instead(const RunOptions& options, const std::string& why) {
 void add_run_options(CLI::App& command, RunOptions& options) {
   std::vector<std::string> names;
   for (const auto& [name, preset] : presets()) names.push_back(name);
-  command.add_option("--preset", options.preset, "Problem to run")
-      ->check(CLI::IsMember(names))
-      ->capture_default_str();
+  command.add_option("--preset", options.preset, "Problem to run")->check(CLI::IsMember(names))->capture_default_str();
   command.add_option("--iterations", options.iterations, "Timed repetitions")->check(CLI::PositiveNumber);
   command.add_option("--manifest", options.manifest, "Manifest to precompile when there is no GPU")
       ->capture_default_str();
@@ -164,9 +182,10 @@ int run_demo(const RunOptions& options) {
   const double first_done_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - first_start).count();
   const tsattn_cache_stats after = cache_stats();
-  fmt::print("kernel {} from: {}; first call returned after {:.2f} ms (host: find + load + launch), done after "
-             "{:.2f} ms\n",
-             last_kernel_name(), kernel_source(before, after), first_call_ms, first_done_ms);
+  fmt::print(
+      "kernel {} from: {}; first call returned after {:.2f} ms (host: find + load + launch), done after "
+      "{:.2f} ms\n",
+      last_kernel_name(), kernel_source(before, after), first_call_ms, first_done_ms);
   if (options.stats) print_cache_stats(after);
 
   // Check against the CPU oracle.
@@ -184,9 +203,10 @@ int run_demo(const RunOptions& options) {
   const double oracle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - oracle_start).count();
   const ref::Comparison cmp = ref::compare_output(dtype, out.host.data(), expected, preset.hq, preset.head_dim,
                                                   ref::tolerance_for(dtype, dtype));
-  fmt::print("check vs CPU oracle (fp64, {:.1f} s): {} elements, max abs error {:.3g}, relative norm error {:.3g}: {}\n",
-             oracle_s, cmp.elements, cmp.max_abs_error, cmp.rel_norm_error,
-             cmp.passed() ? "PASS" : "FAIL (" + cmp.first_problem + ")");
+  fmt::print(
+      "check vs CPU oracle (fp64, {:.1f} s): {} elements, max abs error {:.3g}, relative norm error {:.3g}: {}\n",
+      oracle_s, cmp.elements, cmp.max_abs_error, cmp.rel_norm_error,
+      cmp.passed() ? "PASS" : "FAIL (" + cmp.first_problem + ")");
 
   // Timing: CUDA events around each call, median.
   const driver::Api& cu = driver::api();

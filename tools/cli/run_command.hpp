@@ -15,7 +15,7 @@ struct RunOptions {
   std::string preset = "llama3-8b";
   int iterations = 20;
   std::string manifest = "default";  // built in; used without a GPU
-  bool stats = false;  // print the process's cache counters after the first call
+  bool stats = false;                // print the process's cache counters after the first call
 };
 
 void add_run_options(CLI::App& command, RunOptions& options);

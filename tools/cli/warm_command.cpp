@@ -118,9 +118,7 @@ void load(Outcome& outcome, CUcontext context) {
   const auto start = Clock::now();
   try {
     const jit::CompiledKernel& k = *outcome.kernel;
-    outcome.loaded = &driver::loaded_kernel(context, outcome.spec.id(), [&] {
-      return jit::module_source(k);
-    });
+    outcome.loaded = &driver::loaded_kernel(context, outcome.spec.id(), [&] { return jit::module_source(k); });
   } catch (const std::exception& e) {
     outcome.error = fmt::format("loading on the GPU failed: {}", e.what());
   }
@@ -166,8 +164,9 @@ void report(const Outcome& o, bool json) {
 }  // namespace
 
 void add_warm_options(CLI::App& command, WarmOptions& options) {
-  command.add_option("--manifest", options.manifest,
-                     "Manifest: a built-in name (default, all, llama3, gemma) or a JSON file's path")
+  command
+      .add_option("--manifest", options.manifest,
+                  "Manifest: a built-in name (default, all, llama3, gemma) or a JSON file's path")
       ->required();
   command.add_option("--from", options.from, "A directory written by `tsattn precompile --out` to copy kernels from")
       ->check(CLI::ExistingDirectory);
@@ -217,8 +216,9 @@ int run_warm(const WarmOptions& options) {
     if (!options.from.empty()) {
       config.read_only_roots.insert(config.read_only_roots.begin(), options.from);
       if (::access(fmt::format("{}/v{}", options.from, jit::kEntryFormatVersion).c_str(), F_OK) != 0)
-        fmt::print(stderr, "tsattn warm: warning: {} holds no cache entries of format v{} (was it written by "
-                           "`tsattn precompile --out` of this version?)\n",
+        fmt::print(stderr,
+                   "tsattn warm: warning: {} holds no cache entries of format v{} (was it written by "
+                   "`tsattn precompile --out` of this version?)\n",
                    options.from, jit::kEntryFormatVersion);
     }
     layers.emplace(config, !knob_bool(Knob::disable_jit), options.from);
@@ -227,8 +227,9 @@ int run_warm(const WarmOptions& options) {
     return kExitEnvironment;
   }
   if (layers->cache.disk().writable_state() != jit::WritableState::ready) {
-    fmt::print(stderr, "tsattn warm: cannot write to the user cache {} ({}; set TSATTN_CACHE_DIR to a private "
-                       "directory)\n",
+    fmt::print(stderr,
+               "tsattn warm: cannot write to the user cache {} ({}; set TSATTN_CACHE_DIR to a private "
+               "directory)\n",
                layers->user_root, jit::writable_state_name(layers->cache.disk().writable_state()));
     return kExitEnvironment;
   }
@@ -270,25 +271,35 @@ int run_warm(const WarmOptions& options) {
   size_t counts[4] = {}, failed = 0, loaded = 0;
   for (const Outcome& o : outcomes) {
     report(o, options.json);
-    if (!o.error.empty()) ++failed;
-    else ++counts[static_cast<int>(o.source)];
+    if (!o.error.empty())
+      ++failed;
+    else
+      ++counts[static_cast<int>(o.source)];
     if (o.loaded) ++loaded;
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   auto count = [&](Source s) { return counts[static_cast<int>(s)]; };
   if (options.json) {
-    fmt::print("{}\n", nlohmann::json{{"event", "summary"}, {"gpu", gpu}, {"arch", arch_name(specs.front().arch)},
-                                      {"cache", layers->user_root}, {"kernels", specs.size()},
-                                      {"user_cache", count(Source::user_cache)}, {"from_dir", count(Source::from_dir)},
+    fmt::print("{}\n", nlohmann::json{{"event", "summary"},
+                                      {"gpu", gpu},
+                                      {"arch", arch_name(specs.front().arch)},
+                                      {"cache", layers->user_root},
+                                      {"kernels", specs.size()},
+                                      {"user_cache", count(Source::user_cache)},
+                                      {"from_dir", count(Source::from_dir)},
                                       {"read_only_layer", count(Source::read_only_layer)},
-                                      {"compiled", count(Source::compiled)}, {"failed", failed},
-                                      {"loaded", loaded}, {"load_ms", load_ms}, {"seconds", seconds}}
+                                      {"compiled", count(Source::compiled)},
+                                      {"failed", failed},
+                                      {"loaded", loaded},
+                                      {"load_ms", load_ms},
+                                      {"seconds", seconds}}
                            .dump());
   } else {
-    fmt::print("warm: {} kernels for {}: {} already in the user cache, {} copied from --from, {} copied from "
-               "TSATTN_CACHE_RO_PATH, {} compiled, {} failed; {} modules loaded in {:.1f} ms; {:.1f} s in all\n",
-               specs.size(), arch_name(specs.front().arch), count(Source::user_cache), count(Source::from_dir),
-               count(Source::read_only_layer), count(Source::compiled), failed, loaded, load_ms, seconds);
+    fmt::print(
+        "warm: {} kernels for {}: {} already in the user cache, {} copied from --from, {} copied from "
+        "TSATTN_CACHE_RO_PATH, {} compiled, {} failed; {} modules loaded in {:.1f} ms; {:.1f} s in all\n",
+        specs.size(), arch_name(specs.front().arch), count(Source::user_cache), count(Source::from_dir),
+        count(Source::read_only_layer), count(Source::compiled), failed, loaded, load_ms, seconds);
   }
   return failed ? kExitFailed : kExitOk;
 }

@@ -36,8 +36,8 @@ def read_entry(path: Path):
         raise ValueError(f"{path}: not a tsattn cache entry")
     payload_size = struct.unpack_from("<Q", data, 44)[0]
     metadata_size = struct.unpack_from("<I", data, 84)[0]
-    metadata = json.loads(data[HEADER:HEADER + metadata_size])
-    cubin = data[HEADER + metadata_size:HEADER + metadata_size + payload_size]
+    metadata = json.loads(data[HEADER : HEADER + metadata_size])
+    cubin = data[HEADER + metadata_size : HEADER + metadata_size + payload_size]
     return metadata["name"], cubin
 
 
@@ -54,8 +54,9 @@ def entries(root: Path) -> Dict[str, bytes]:
 def find_cuobjdump() -> str:
     """cuobjdump from PATH, the toolkit, or the copy Triton's pip package bundles ("" if none)."""
     places = [shutil.which("cuobjdump") or ""]
-    places += [str(Path(root) / "bin" / "cuobjdump") for root in (os.environ.get("CUDA_HOME", ""), "/usr/local/cuda")
-               if root]
+    places += [
+        str(Path(root) / "bin" / "cuobjdump") for root in (os.environ.get("CUDA_HOME", ""), "/usr/local/cuda") if root
+    ]
     triton = importlib.util.find_spec("triton")
     if triton is not None and triton.origin:
         places.append(str(Path(triton.origin).parent / "backends" / "nvidia" / "bin" / "cuobjdump"))

@@ -4,6 +4,7 @@
 The first call loads (or compiles) the kernel; profile the second, e.g.
     ncu --kernel-name regex:prefill --launch-skip 1 --launch-count 1 python3 tools/profile/profile_call.py fp8 128 causal
 """
+
 import sys
 
 import torch

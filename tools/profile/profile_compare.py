@@ -7,6 +7,7 @@ CASES are tools/bench/bench.py case-name glob patterns, comma-separated. Every c
 fp32 reference and warmed up (twice, outside the profiled range) before the profiled call, which runs
 between cudaProfilerStart and cudaProfilerStop, so only its kernels are profiled.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -10,6 +10,7 @@ executed most often, stall samples included): its instructions, its warp passes 
 tile of work (8 consumer warps passing once per 128 keys: 8; per 160 keys: 6.4) and its share of
 the stall samples. FLOP follow docs/contract.md (tools/bench/bench_cases.py).
 """
+
 from __future__ import annotations
 
 import collections
@@ -56,8 +57,10 @@ def sass_loop(sass_csv: Path) -> dict:
 def main() -> int:
     directory = Path(sys.argv[1])
     catalog = {case.name: case for case in bc.full_catalog()}
-    print(f"{'contender.case':48s} {'us':>8s} {'act.avg':>9s} {'act.max':>9s} {'tensor%':>7s} {'FLOP/tcyc':>9s} "
-          f"{'inst/MFLOP':>10s} {'issue%':>6s}  main loop")
+    print(
+        f"{'contender.case':48s} {'us':>8s} {'act.avg':>9s} {'act.max':>9s} {'tensor%':>7s} {'FLOP/tcyc':>9s} "
+        f"{'inst/MFLOP':>10s} {'issue%':>6s}  main loop"
+    )
     for raw in sorted(directory.glob("*.raw.csv")):
         name = raw.name[: -len(".raw.csv")]
         case = catalog.get(name.split(".", 1)[1])
@@ -70,12 +73,14 @@ def main() -> int:
             items = flop / (4 * case.head_dim * 128 * 128) if case else float("nan")
             # A kernel without tensor work (the e4m3 V^T pre-pass) has no FLOP per tensor cycle.
             per_tensor_cycle = f"{flop / sms / tensor:9.0f}" if tensor > 0 else f"{'-':>9s}"
-            print(f"{name:48s} {metric(row, units, 'gpu__time_duration.sum'):8.1f} {active:9.0f} "
-                  f"{metric(row, units, 'sm__cycles_active.max'):9.0f} {100 * tensor / active:7.1f} "
-                  f"{per_tensor_cycle} {metric(row, units, 'smsp__inst_executed.sum') / flop * 1e6:10.1f} "
-                  f"{metric(row, units, 'smsp__issue_active.avg.pct_of_peak_sustained_active'):6.1f}  "
-                  f"{loop['instructions']} instructions x {loop['executed']} "
-                  f"({loop['executed'] / items:.0f} warp passes per 128x128 tile), {100 * loop['sample_share']:.0f}% of samples")
+            print(
+                f"{name:48s} {metric(row, units, 'gpu__time_duration.sum'):8.1f} {active:9.0f} "
+                f"{metric(row, units, 'sm__cycles_active.max'):9.0f} {100 * tensor / active:7.1f} "
+                f"{per_tensor_cycle} {metric(row, units, 'smsp__inst_executed.sum') / flop * 1e6:10.1f} "
+                f"{metric(row, units, 'smsp__issue_active.avg.pct_of_peak_sustained_active'):6.1f}  "
+                f"{loop['instructions']} instructions x {loop['executed']} "
+                f"({loop['executed'] / items:.0f} warp passes per 128x128 tile), {100 * loop['sample_share']:.0f}% of samples"
+            )
     return 0
 
 

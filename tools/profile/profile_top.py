@@ -5,6 +5,7 @@ Prints the columns ncu gave, the samples per opcode, and the instructions holdin
 samples with the instructions just before them (a stall is charged to the instruction that waits,
 so the cause is usually a producer of its operands a few lines up).
 """
+
 import collections
 import csv
 import sys
@@ -52,13 +53,18 @@ def main() -> None:
             for i in reasons:
                 by_reason[header[i]] += number(row[i])
                 reasons_of[opcode][header[i]] += number(row[i])
-        print("\nstall reasons (% of all samples):", ", ".join(f"{k[6:]} {100 * v / total:.1f}" for k, v in by_reason.most_common(10)))
+        print(
+            "\nstall reasons (% of all samples):",
+            ", ".join(f"{k[6:]} {100 * v / total:.1f}" for k, v in by_reason.most_common(10)),
+        )
         print("top reasons of the busiest opcodes:")
         for opcode, _ in by_opcode.most_common(12):
             top = reasons_of[opcode].most_common(4)
             print(f"  {opcode:45s} " + ", ".join(f"{k[6:]} {100 * v / total:.1f}" for k, v in top))
 
-    print(f"\ntop {TOP} instructions (% of all samples; not-issued %; line: SASS), each after its {CONTEXT} predecessors:")
+    print(
+        f"\ntop {TOP} instructions (% of all samples; not-issued %; line: SASS), each after its {CONTEXT} predecessors:"
+    )
     ranked = sorted(range(len(body)), key=lambda i: -number(body[i][samples]))[:TOP]
     for i in sorted(ranked):
         print("  ...")

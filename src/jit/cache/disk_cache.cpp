@@ -29,8 +29,7 @@ constexpr int64_t kUseStampSeconds = 3600;
 bool valid_arch(const std::string& arch) {
   if (arch.empty() || arch.size() > 32) return false;
   for (const char c : arch) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     if (!ok) return false;
   }
   return true;
@@ -40,13 +39,11 @@ bool valid_arch(const std::string& arch) {
 // symlink is judged itself and not its target (a planted link could point anywhere).
 std::string root_problem(const std::string& root) {
   struct stat st;
-  if (::lstat(root.c_str(), &st) != 0)
-    return fmt::format("cannot inspect it: {}", errno_text(errno));
+  if (::lstat(root.c_str(), &st) != 0) return fmt::format("cannot inspect it: {}", errno_text(errno));
   if (S_ISLNK(st.st_mode)) return "it is a symbolic link";
   if (!S_ISDIR(st.st_mode)) return "it is not a directory";
   if (st.st_uid != ::geteuid())
-    return fmt::format("it is owned by uid {}, not by this process's uid {}", st.st_uid,
-                       ::geteuid());
+    return fmt::format("it is owned by uid {}, not by this process's uid {}", st.st_uid, ::geteuid());
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
     return fmt::format("it is group- or world-writable (mode {:04o})", st.st_mode & 07777);
   return {};
@@ -73,9 +70,7 @@ class TempFileGuard {
 
 }  // namespace
 
-const char* layer_kind_name(LayerKind kind) {
-  return kind == LayerKind::read_only ? "ro" : "rw";
-}
+const char* layer_kind_name(LayerKind kind) { return kind == LayerKind::read_only ? "ro" : "rw"; }
 
 const char* writable_state_name(WritableState state) {
   switch (state) {
@@ -102,8 +97,7 @@ DiskCacheConfig DiskCache::config_from_environment() {
 
 DiskCache DiskCache::from_environment() { return DiskCache(config_from_environment()); }
 
-std::string DiskCache::entry_path(const std::string& root, const Digest& key,
-                                  const std::string& arch) {
+std::string DiskCache::entry_path(const std::string& root, const Digest& key, const std::string& arch) {
   const std::string hex = to_hex(key);
   return fmt::format("{}/v{}/{}/{}/{}.tsk", root, kEntryFormatVersion, arch, hex.substr(0, 2), hex);
 }
@@ -137,8 +131,7 @@ void DiskCache::open_writable_root() {
   writable_state_ = WritableState::ready;
   // Best effort: a root we may read but not write still serves lookups, and publish reports
   // the failure when it actually needs tmp/.
-  if (make_directories(root + "/tmp", 0700) == 0)
-    remove_files_older_than(root + "/tmp", kStaleTempSeconds);
+  if (make_directories(root + "/tmp", 0700) == 0) remove_files_older_than(root + "/tmp", kStaleTempSeconds);
 }
 
 bool DiskCache::writable_readable() const {
@@ -146,8 +139,7 @@ bool DiskCache::writable_readable() const {
   return state == WritableState::ready || state == WritableState::write_failed;
 }
 
-std::optional<CachedEntry> DiskCache::lookup(const Digest& key,
-                                             const std::string& arch) noexcept {
+std::optional<CachedEntry> DiskCache::lookup(const Digest& key, const std::string& arch) noexcept {
   ++counters_.lookups;
   std::optional<CachedEntry> found;
   try {
@@ -156,8 +148,7 @@ std::optional<CachedEntry> DiskCache::lookup(const Digest& key,
         found = read_layer(config_.read_only_roots[i], LayerKind::read_only, key, arch);
         if (found) found->read_only_index = i;
       }
-      if (!found && writable_readable())
-        found = read_layer(*config_.writable_root, LayerKind::writable, key, arch);
+      if (!found && writable_readable()) found = read_layer(*config_.writable_root, LayerKind::writable, key, arch);
     }
   } catch (...) {
     // Out of memory for an entry's bytes, or while wording a warning: the caller compiles
@@ -173,8 +164,8 @@ std::optional<CachedEntry> DiskCache::lookup(const Digest& key,
   return found;
 }
 
-std::optional<CachedEntry> DiskCache::read_layer(const std::string& root, LayerKind layer,
-                                                 const Digest& key, const std::string& arch) {
+std::optional<CachedEntry> DiskCache::read_layer(const std::string& root, LayerKind layer, const Digest& key,
+                                                 const std::string& arch) {
   const std::string path = entry_path(root, key, arch);
   int err = 0;
   UniqueFd fd = open_for_reading(path, &err);
@@ -188,8 +179,7 @@ std::optional<CachedEntry> DiskCache::read_layer(const std::string& root, LayerK
   }
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    warn_once("cache.unreadable:" + path,
-              fmt::format("tsattn: cache entry {} is not a regular file", path));
+    warn_once("cache.unreadable:" + path, fmt::format("tsattn: cache entry {} is not a regular file", path));
     return std::nullopt;
   }
   const FileStamp stamp = FileStamp::of(st);
@@ -207,14 +197,12 @@ std::optional<CachedEntry> DiskCache::read_layer(const std::string& root, LayerK
     ++counters_.damaged;
     const bool removed = layer == LayerKind::writable && remove_if_unchanged(path, stamp);
     warn_once("cache.damaged:" + path,
-              fmt::format("tsattn: ignoring damaged cache entry {} ({}){}", path, why,
-                          removed ? "; removed it" : ""));
+              fmt::format("tsattn: ignoring damaged cache entry {} ({}){}", path, why, removed ? "; removed it" : ""));
     return std::nullopt;
   }
   // futimens is utimensat on the fd we verified: the stamp lands on this file even if the
   // path was replaced meanwhile. Read-only layers are never touched.
-  if (layer == LayerKind::writable &&
-      realtime_ns() - stamp.mtime_ns > kUseStampSeconds * 1'000'000'000) {
+  if (layer == LayerKind::writable && realtime_ns() - stamp.mtime_ns > kUseStampSeconds * 1'000'000'000) {
     const timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
     ::futimens(fd.get(), times);
   }
@@ -234,8 +222,8 @@ void DiskCache::publish(const Digest& key, const std::string& arch, const nlohma
   }
 }
 
-void DiskCache::publish_or_throw(const Digest& key, const std::string& arch,
-                                 const nlohmann::json& metadata, std::span<const uint8_t> cubin) {
+void DiskCache::publish_or_throw(const Digest& key, const std::string& arch, const nlohmann::json& metadata,
+                                 std::span<const uint8_t> cubin) {
   if (!valid_arch(arch)) throw std::runtime_error(fmt::format("invalid arch string '{}'", arch));
   const std::vector<uint8_t> bytes = serialize_entry(key, metadata, cubin);
   const std::string& root = *config_.writable_root;
@@ -251,10 +239,9 @@ void DiskCache::publish_or_throw(const Digest& key, const std::string& arch,
   UniqueFd fd;
   std::string temp_path;
   for (int attempt = 0; !fd; ++attempt) {
-    temp_path = fmt::format("{}/{}.{}.{}.{:08x}.tmp", tmp_dir, hex.substr(0, 16), ::getpid(),
-                            temp_counter_++, entropy());
-    fd = UniqueFd(::open(temp_path.c_str(),
-                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    temp_path =
+        fmt::format("{}/{}.{}.{}.{:08x}.tmp", tmp_dir, hex.substr(0, 16), ::getpid(), temp_counter_++, entropy());
+    fd = UniqueFd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (!fd && (errno != EEXIST || attempt == 8)) fail("create", temp_path, errno);
   }
   TempFileGuard guard(temp_path);
@@ -294,9 +281,8 @@ void DiskCache::fail_writes(const std::string& why) noexcept {
 }
 
 CacheCounters DiskCache::counters() const {
-  return {counters_.lookups.load(),  counters_.read_only_hits.load(),
-          counters_.writable_hits.load(), counters_.misses.load(),
-          counters_.damaged.load(),  counters_.writes.load(),
+  return {counters_.lookups.load(),       counters_.read_only_hits.load(), counters_.writable_hits.load(),
+          counters_.misses.load(),        counters_.damaged.load(),        counters_.writes.load(),
           counters_.write_failures.load()};
 }
 

@@ -57,7 +57,7 @@ struct CachedEntry {
   std::vector<uint8_t> payload;  // the cubin, digest verified
   nlohmann::json metadata;
   LayerKind layer = LayerKind::writable;
-  size_t read_only_index = 0;    // which read-only root, when layer == read_only
+  size_t read_only_index = 0;  // which read-only root, when layer == read_only
   std::string path;
 };
 
@@ -76,10 +76,10 @@ struct EntryInfo {
   size_t read_only_index = 0;
   std::string path;
   uint64_t size = 0;
-  std::string name;     // canonical name from the metadata; empty when unreadable
-  std::string arch;     // the arch directory it is filed under
+  std::string name;                             // canonical name from the metadata; empty when unreadable
+  std::string arch;                             // the arch directory it is filed under
   std::chrono::system_clock::time_point mtime;  // last use (see prune)
-  std::string problem;  // why the header or metadata could not be read; empty when fine
+  std::string problem;                          // why the header or metadata could not be read; empty when fine
 };
 
 struct VerifyReport {
@@ -145,13 +145,12 @@ class DiskCache {
   uint64_t clear();
 
   // Path an entry of this key and arch has under root.
-  static std::string entry_path(const std::string& root, const Digest& key,
-                                const std::string& arch);
+  static std::string entry_path(const std::string& root, const Digest& key, const std::string& arch);
 
  private:
   void open_writable_root();
-  std::optional<CachedEntry> read_layer(const std::string& root, LayerKind layer,
-                                        const Digest& key, const std::string& arch);
+  std::optional<CachedEntry> read_layer(const std::string& root, LayerKind layer, const Digest& key,
+                                        const std::string& arch);
   void publish_or_throw(const Digest& key, const std::string& arch, const nlohmann::json& metadata,
                         std::span<const uint8_t> cubin);
   void fail_writes(const std::string& why) noexcept;
@@ -161,8 +160,8 @@ class DiskCache {
   std::atomic<WritableState> writable_state_{WritableState::absent};
   std::atomic<uint64_t> temp_counter_{0};
   struct AtomicCounters {
-    std::atomic<uint64_t> lookups{0}, read_only_hits{0}, writable_hits{0}, misses{0}, damaged{0},
-        writes{0}, write_failures{0};
+    std::atomic<uint64_t> lookups{0}, read_only_hits{0}, writable_hits{0}, misses{0}, damaged{0}, writes{0},
+        write_failures{0};
   } counters_;
 };
 

@@ -36,14 +36,12 @@ std::vector<EntryFile> scan_entries(const std::string& root) {
       const std::string dir = arch_dir + "/" + fanout;
       for (DirEntry& file : list_regular_files(dir)) {
         if (file.name.size() <= 4 || !file.name.ends_with(".tsk")) continue;
-        entries.push_back({dir + "/" + file.name, arch, fanout,
-                           file.name.substr(0, file.name.size() - 4), file.st});
+        entries.push_back({dir + "/" + file.name, arch, fanout, file.name.substr(0, file.name.size() - 4), file.st});
       }
     }
   }
   // Directory order is arbitrary; reports and tests want a stable one.
-  std::sort(entries.begin(), entries.end(),
-            [](const EntryFile& a, const EntryFile& b) { return a.path < b.path; });
+  std::sort(entries.begin(), entries.end(), [](const EntryFile& a, const EntryFile& b) { return a.path < b.path; });
   return entries;
 }
 
@@ -102,8 +100,8 @@ std::string entry_problem(const EntryFile& file) {
 }
 
 std::chrono::system_clock::time_point mtime_of(const struct stat& st) {
-  return std::chrono::system_clock::time_point(std::chrono::duration_cast<
-      std::chrono::system_clock::duration>(std::chrono::nanoseconds(FileStamp::of(st).mtime_ns)));
+  return std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+      std::chrono::nanoseconds(FileStamp::of(st).mtime_ns)));
 }
 
 }  // namespace
@@ -112,8 +110,8 @@ std::vector<EntryInfo> DiskCache::list_entries() const {
   std::vector<EntryInfo> infos;
   auto add_layer = [&](const std::string& root, LayerKind layer, size_t index) {
     for (const EntryFile& file : scan_entries(root)) {
-      EntryInfo info{layer, index, file.path, static_cast<uint64_t>(file.st.st_size), {},
-                     file.arch, mtime_of(file.st), {}};
+      EntryInfo info{layer, index,     file.path,         static_cast<uint64_t>(file.st.st_size),
+                     {},    file.arch, mtime_of(file.st), {}};
       info.name = read_name(file.path, &info.problem);
       infos.push_back(std::move(info));
     }
@@ -144,12 +142,10 @@ PruneReport DiskCache::prune(uint64_t max_bytes) {
   std::vector<EntryFile> entries = scan_entries(*config_.writable_root);
   // Oldest use first; the path breaks ties so equal stamps evict in a reproducible order.
   std::sort(entries.begin(), entries.end(), [](const EntryFile& a, const EntryFile& b) {
-    return std::tuple(FileStamp::of(a.st).mtime_ns, a.path) <
-           std::tuple(FileStamp::of(b.st).mtime_ns, b.path);
+    return std::tuple(FileStamp::of(a.st).mtime_ns, a.path) < std::tuple(FileStamp::of(b.st).mtime_ns, b.path);
   });
   report.entries_before = entries.size();
-  for (const EntryFile& file : entries)
-    report.bytes_before += static_cast<uint64_t>(file.st.st_size);
+  for (const EntryFile& file : entries) report.bytes_before += static_cast<uint64_t>(file.st.st_size);
   uint64_t total = report.bytes_before;
   for (const EntryFile& file : entries) {
     if (total <= max_bytes) break;
@@ -171,8 +167,7 @@ uint64_t DiskCache::clear() {
     // Empty fan-out and arch directories go too (rmdir refuses non-empty ones, e.g. when a
     // publish just landed); the next publish recreates what it needs.
     const std::string fanout_dir = file.path.substr(0, file.path.rfind('/'));
-    if (::rmdir(fanout_dir.c_str()) == 0)
-      ::rmdir(fanout_dir.substr(0, fanout_dir.rfind('/')).c_str());
+    if (::rmdir(fanout_dir.c_str()) == 0) ::rmdir(fanout_dir.substr(0, fanout_dir.rfind('/')).c_str());
   }
   return removed;
 }

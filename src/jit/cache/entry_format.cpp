@@ -14,8 +14,8 @@ namespace {
 constexpr std::array<uint8_t, 8> kMagic = {'T', 'S', 'A', 'T', 'T', 'N', 'K', '\0'};
 
 // Field offsets of the fixed header; see the table in entry_format.hpp.
-constexpr size_t kVersionAt = 8, kKeyAt = 12, kPayloadSizeAt = 44, kPayloadDigestAt = 52,
-                 kMetadataSizeAt = 84, kMetadataDigestAt = 88;
+constexpr size_t kVersionAt = 8, kKeyAt = 12, kPayloadSizeAt = 44, kPayloadDigestAt = 52, kMetadataSizeAt = 84,
+                 kMetadataDigestAt = 88;
 static_assert(kMetadataDigestAt + 32 == kEntryHeaderSize);
 
 template <class T>
@@ -45,10 +45,14 @@ std::nullopt_t reject(std::string* why_not, fmt::format_string<Args...> format, 
 }  // namespace
 
 nlohmann::json EntryMetadata::to_json() const {
-  return {{"name", canonical_name},     {"spec", spec},
-          {"registers", registers},     {"spill_bytes", spill_bytes},
-          {"shared_bytes", shared_bytes}, {"compile_ms", compile_ms},
-          {"arch", arch},               {"nvrtc_version", nvrtc_version},
+  return {{"name", canonical_name},
+          {"spec", spec},
+          {"registers", registers},
+          {"spill_bytes", spill_bytes},
+          {"shared_bytes", shared_bytes},
+          {"compile_ms", compile_ms},
+          {"arch", arch},
+          {"nvrtc_version", nvrtc_version},
           {"created_unix", created_unix}};
 }
 
@@ -72,18 +76,15 @@ std::vector<uint8_t> serialize_entry(const Digest& key, const nlohmann::json& me
   return out;
 }
 
-std::optional<EntryHeader> parse_entry_header(std::span<const uint8_t> bytes,
-                                              std::string* why_not) {
+std::optional<EntryHeader> parse_entry_header(std::span<const uint8_t> bytes, std::string* why_not) {
   if (bytes.size() < kEntryHeaderSize)
     return reject(why_not, "truncated header ({} of {} bytes)", bytes.size(), kEntryHeaderSize);
   const uint8_t* head = bytes.data();
-  if (!std::equal(kMagic.begin(), kMagic.end(), head))
-    return reject(why_not, "bad magic (not a tsattn cache entry)");
+  if (!std::equal(kMagic.begin(), kMagic.end(), head)) return reject(why_not, "bad magic (not a tsattn cache entry)");
   EntryHeader header;
   header.format_version = get_le<uint32_t>(head + kVersionAt);
   if (header.format_version != kEntryFormatVersion)
-    return reject(why_not, "format version {} (this library reads {})", header.format_version,
-                  kEntryFormatVersion);
+    return reject(why_not, "format version {} (this library reads {})", header.format_version, kEntryFormatVersion);
   header.key = get_digest(head + kKeyAt);
   header.payload_size = get_le<uint64_t>(head + kPayloadSizeAt);
   header.payload_sha256 = get_digest(head + kPayloadDigestAt);
@@ -96,14 +97,11 @@ std::optional<EntryHeader> parse_entry_header(std::span<const uint8_t> bytes,
   return header;
 }
 
-std::optional<nlohmann::json> parse_entry_metadata(const EntryHeader& header,
-                                                   std::span<const uint8_t> bytes,
+std::optional<nlohmann::json> parse_entry_metadata(const EntryHeader& header, std::span<const uint8_t> bytes,
                                                    std::string* why_not) {
   if (bytes.size() != header.metadata_size)
-    return reject(why_not, "metadata is {} bytes, header says {}", bytes.size(),
-                  header.metadata_size);
-  if (sha256(bytes.data(), bytes.size()) != header.metadata_sha256)
-    return reject(why_not, "metadata digest mismatch");
+    return reject(why_not, "metadata is {} bytes, header says {}", bytes.size(), header.metadata_size);
+  if (sha256(bytes.data(), bytes.size()) != header.metadata_sha256) return reject(why_not, "metadata digest mismatch");
   nlohmann::json metadata = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr,
                                                   /*allow_exceptions=*/false);
   if (metadata.is_discarded()) return reject(why_not, "metadata is not valid JSON");
@@ -118,8 +116,7 @@ std::optional<ParsedEntry> parse_entry(std::span<const uint8_t> file, const Dige
   std::optional<EntryHeader> header = parse_entry_header(file, why_not);
   if (!header) return std::nullopt;
   if (header->key != expected_key)
-    return reject(why_not, "entry holds key {}, not the key it is filed under",
-                  to_hex(header->key));
+    return reject(why_not, "entry holds key {}, not the key it is filed under", to_hex(header->key));
   const uint64_t expected_size = kEntryHeaderSize + header->metadata_size + header->payload_size;
   if (file.size() != expected_size)
     return reject(why_not, "{} bytes, header says {} ({})", file.size(), expected_size,

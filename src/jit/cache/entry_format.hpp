@@ -68,23 +68,19 @@ struct ParsedEntry {
 };
 
 // Throws nlohmann::json::exception when the metadata cannot be dumped (invalid UTF-8).
-std::vector<uint8_t> serialize_entry(const Digest& key, const nlohmann::json& metadata,
-                                     std::span<const uint8_t> cubin);
+std::vector<uint8_t> serialize_entry(const Digest& key, const nlohmann::json& metadata, std::span<const uint8_t> cubin);
 
 // The fixed header from the first kEntryHeaderSize bytes: magic, version and size bounds are
 // checked; nothing else is. On failure returns nullopt and says why in *why_not (if given).
-std::optional<EntryHeader> parse_entry_header(std::span<const uint8_t> bytes,
-                                              std::string* why_not);
+std::optional<EntryHeader> parse_entry_header(std::span<const uint8_t> bytes, std::string* why_not);
 
 // The metadata block that follows the header: its digest, JSON syntax, an object, and the fields
 // readers use ("name" and "arch" as strings).
-std::optional<nlohmann::json> parse_entry_metadata(const EntryHeader& header,
-                                                   std::span<const uint8_t> bytes,
+std::optional<nlohmann::json> parse_entry_metadata(const EntryHeader& header, std::span<const uint8_t> bytes,
                                                    std::string* why_not);
 
 // A whole file. Rejects a bad magic or version, a key other than expected_key, a size that does
 // not match (truncated or trailing bytes), a payload or metadata digest mismatch, and bad JSON.
-std::optional<ParsedEntry> parse_entry(std::span<const uint8_t> file, const Digest& expected_key,
-                                       std::string* why_not);
+std::optional<ParsedEntry> parse_entry(std::span<const uint8_t> file, const Digest& expected_key, std::string* why_not);
 
 }  // namespace tsattn::jit

@@ -24,10 +24,10 @@ struct KeyIngredients {
   // Every header the source may include, as handed to nvrtcCreateProgram: name, text. Their
   // order is significant (it is the order NVRTC sees them in).
   std::vector<std::pair<std::string, std::string_view>> headers;
-  std::string arch;            // the full arch string: sm_90a, not 90
-  std::string nvrtc_version;   // as precise as the library can learn it (major.minor[.build])
+  std::string arch;                  // the full arch string: sm_90a, not 90
+  std::string nvrtc_version;         // as precise as the library can learn it (major.minor[.build])
   std::vector<std::string> options;  // normalized NVRTC options, in the order passed
-  std::string environment;     // knobs' cache_key_environment(): every code-changing TSATTN_* value
+  std::string environment;           // knobs' cache_key_environment(): every code-changing TSATTN_* value
 };
 
 // SHA-256 over labelled, length-prefixed fields: the schema version, the library version

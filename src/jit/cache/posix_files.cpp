@@ -27,8 +27,7 @@ UniqueFd::~UniqueFd() {
 }
 
 FileStamp FileStamp::of(const struct stat& st) {
-  return {st.st_dev, st.st_ino, st.st_size,
-          int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
+  return {st.st_dev, st.st_ino, st.st_size, int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
 }
 
 std::string errno_text(int err) { return fmt::format("{} (errno {})", std::strerror(err), err); }
@@ -48,8 +47,7 @@ bool read_exactly(int fd, uint64_t offset, size_t size, std::vector<uint8_t>& ou
   out.resize(size);
   size_t done = 0;
   while (done < size) {
-    const ssize_t got = ::pread(fd, out.data() + done, size - done,
-                                static_cast<off_t>(offset + done));
+    const ssize_t got = ::pread(fd, out.data() + done, size - done, static_cast<off_t>(offset + done));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
       *err = got < 0 ? errno : EIO;  // EOF before `size`: the file shrank under us

@@ -29,12 +29,14 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 }
 
 void DeviceBuffer::upload(const void* host, size_t bytes, size_t offset) {
-  if (offset + bytes > bytes_) raise(ErrorKind::value, "upload of {} bytes at {} exceeds a {}-byte buffer", bytes, offset, bytes_);
+  if (offset + bytes > bytes_)
+    raise(ErrorKind::value, "upload of {} bytes at {} exceeds a {}-byte buffer", bytes, offset, bytes_);
   if (bytes) check(api().cuMemcpyHtoD(pointer_ + offset, host, bytes), "cuMemcpyHtoD");
 }
 
 void DeviceBuffer::download(void* host, size_t bytes, size_t offset) const {
-  if (offset + bytes > bytes_) raise(ErrorKind::value, "download of {} bytes at {} exceeds a {}-byte buffer", bytes, offset, bytes_);
+  if (offset + bytes > bytes_)
+    raise(ErrorKind::value, "download of {} bytes at {} exceeds a {}-byte buffer", bytes, offset, bytes_);
   if (bytes) check(api().cuMemcpyDtoH(host, pointer_ + offset, bytes), "cuMemcpyDtoH");
 }
 

@@ -107,4 +107,3 @@ ContextScope::~ContextScope() {
 }
 
 }  // namespace tsattn::driver
-

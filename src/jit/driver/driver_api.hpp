@@ -12,21 +12,23 @@
 namespace tsattn::driver {
 
 // Every driver entry point tsattn uses, by its CUDA name (member names equal the functions).
-#define TSATTN_DRIVER_FUNCTIONS(X)                                                          \
-  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)                    \
-  X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) X(cuDeviceGetName)           \
-  X(cuDevicePrimaryCtxRetain) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxPushCurrent)   \
-  X(cuCtxPopCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuStreamGetCtx)              \
-  X(cuStreamIsCapturing) X(cuStreamSynchronize) X(cuStreamCreate) X(cuStreamDestroy)      \
-  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal)       \
+// clang-format off
+#define TSATTN_DRIVER_FUNCTIONS(X) \
+  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) \
+  X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) X(cuDeviceGetName) \
+  X(cuDevicePrimaryCtxRetain) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxPushCurrent) \
+  X(cuCtxPopCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuStreamGetCtx) \
+  X(cuStreamIsCapturing) X(cuStreamSynchronize) X(cuStreamCreate) X(cuStreamDestroy) \
+  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal) \
   X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
-  X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters)                                        \
-  X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync)        \
+  X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters) \
+  X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) \
   X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuMemAllocHost) X(cuMemFreeHost) \
   X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) \
-  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch)    \
-  X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuMemAllocAsync) X(cuMemFreeAsync)                \
+  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) \
+  X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuMemAllocAsync) X(cuMemFreeAsync) \
   X(cuTensorMapEncodeTiled)
+// clang-format on
 
 struct Api {
 #define TSATTN_DECLARE_DRIVER_FUNCTION(name) decltype(&::name) name = nullptr;

@@ -37,8 +37,8 @@ std::atomic<uint64_t> loads{0};
 int read_int_global(CUdeviceptr address, size_t bytes, const char* global, const std::string& kernel) {
   int value = 0;
   if (bytes != sizeof(value))
-    throw Error(ErrorKind::runtime, fmt::format("kernel {}: module global {} has {} bytes, expected {}", kernel,
-                                                global, bytes, sizeof(value)));
+    throw Error(ErrorKind::runtime, fmt::format("kernel {}: module global {} has {} bytes, expected {}", kernel, global,
+                                                bytes, sizeof(value)));
   check(api().cuMemcpyDtoH(&value, address, sizeof(value)), fmt::format("kernel {}: reading {}", kernel, global));
   return value;
 }
@@ -119,10 +119,10 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
     confirm_setting(optional_module_int(module, "tsattn_pairs_along_tiles", source.name, 0),
                     traits.pairs_along_tiles ? 1 : 0, "tsattn_pairs_along_tiles", source.name);
     // Kernels above 48 KB of dynamic shared memory must opt in explicitly.
-    check(cu.cuFuncSetAttribute(kernel->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                kernel->dynamic_smem_bytes),
-          fmt::format("kernel {}: allowing {} bytes of dynamic shared memory", source.name,
-                      kernel->dynamic_smem_bytes));
+    check(
+        cu.cuFuncSetAttribute(kernel->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                              kernel->dynamic_smem_bytes),
+        fmt::format("kernel {}: allowing {} bytes of dynamic shared memory", source.name, kernel->dynamic_smem_bytes));
     check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&kernel->ctas_per_multiprocessor, kernel->function,
                                                          kernel->threads_per_cta,
                                                          static_cast<size_t>(kernel->dynamic_smem_bytes)),

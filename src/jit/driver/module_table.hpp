@@ -20,14 +20,14 @@ namespace tsattn::driver {
 
 struct LoadedKernel {
   CUfunction function = nullptr;
-  CUfunction planner = nullptr;  // tsattn_plan_tiles, in packed-layout modules only
+  CUfunction planner = nullptr;       // tsattn_plan_tiles, in packed-layout modules only
   CUfunction v_transposer = nullptr;  // tsattn_transpose_v, in modules of specs that transposes_v()
-  std::string name;  // canonical kernel name, for errors
+  std::string name;                   // canonical kernel name, for errors
   int dynamic_smem_bytes = 0;
   int threads_per_cta = 0;
   // The kernel's settings (KernelTraits, codegen/spec_table.hpp), which its module globals confirmed.
   int block_m = 0;
-  bool chunked_order = true;  // the kernel reads params.tiles_per_chunk
+  bool chunked_order = true;   // the kernel reads params.tiles_per_chunk
   bool dynamic_order = false;  // the kernel reads params.work_counter (sm90a 16-bit)
   // The bytes of one part's buffer in params.split_partials; 0 where the kernel cannot split its
   // tail (sm90a 16-bit dense D128, fixed layout; prefill_params.h).
@@ -59,9 +59,9 @@ struct ModuleSource {
   std::string name;
   std::string symbol;
   std::span<const uint8_t> cubin;
-  bool has_planner = false;  // the module also defines tsattn_plan_tiles (packed layouts)
+  bool has_planner = false;       // the module also defines tsattn_plan_tiles (packed layouts)
   bool has_v_transposer = false;  // the module also defines tsattn_transpose_v (sm90a, e4m3 inputs)
-  KernelTraits traits;  // what the kernel's settings are; its module globals must agree
+  KernelTraits traits;            // what the kernel's settings are; its module globals must agree
 };
 
 // The kernel `key` in `context` (which must be current), loading it on first use from the

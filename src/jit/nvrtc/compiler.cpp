@@ -35,9 +35,9 @@ class Program {
       text_pointers.push_back(texts.back().c_str());
       names.push_back(header.name.c_str());
     }
-    const nvrtcResult result = nvrtc_api().nvrtcCreateProgram(&program_, request.source.c_str(), program_name.c_str(),
-                                                              static_cast<int>(names.size()), text_pointers.data(),
-                                                              names.data());
+    const nvrtcResult result =
+        nvrtc_api().nvrtcCreateProgram(&program_, request.source.c_str(), program_name.c_str(),
+                                       static_cast<int>(names.size()), text_pointers.data(), names.data());
     if (result != NVRTC_SUCCESS) {
       raise(ErrorKind::runtime, "NVRTC could not create a program for kernel '{}': {}", request.name,
             nvrtc_api().nvrtcGetErrorString(result));
@@ -119,8 +119,8 @@ std::vector<std::string> normalized_options(const CompileRequest& request) {
 std::string file_stem(const std::string& name) {
   std::string stem = name.empty() ? "kernel" : name;
   for (char& c : stem) {
-    const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                      c == '_' || c == '-';
+    const bool safe =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     if (!safe) c = '_';
   }
   return stem;
@@ -142,8 +142,8 @@ void dump(const CompileRequest& request, const std::string& log) {
   const std::filesystem::path base = std::filesystem::path(dir) / (file_stem(request.name) + "." + request.arch);
   std::error_code error;
   std::filesystem::create_directories(dir, error);
-  for (const auto& [extension, text] : {std::pair{".cu", std::string_view(request.source)},
-                                        std::pair{".log", std::string_view(log)}}) {
+  for (const auto& [extension, text] :
+       {std::pair{".cu", std::string_view(request.source)}, std::pair{".log", std::string_view(log)}}) {
     const std::filesystem::path path = base.string() + extension;
     std::ofstream file(path, std::ios::binary | std::ios::trunc);
     file.write(text.data(), static_cast<std::streamsize>(text.size()));
@@ -165,8 +165,7 @@ void dump(const CompileRequest& request, const std::string& log) {
   const std::string excerpts = excerpt_errors(log, files);
   // "Command-line error" is NVRTC rejecting the options (an arch/feature mismatch NVRTC only
   // detects while compiling), which is the caller's value, not a broken kernel.
-  const bool bad_options =
-      result == NVRTC_ERROR_INVALID_OPTION || log.find("Command-line error") != std::string::npos;
+  const bool bad_options = result == NVRTC_ERROR_INVALID_OPTION || log.find("Command-line error") != std::string::npos;
   raise(bad_options ? ErrorKind::value : ErrorKind::runtime,
         "NVRTC failed to compile kernel '{}' for {}: {}\noptions: {}\n--- NVRTC log ---\n{}{}{}", request.name,
         request.arch, nvrtc_api().nvrtcGetErrorString(result), fmt::join(options, " "), log,
@@ -206,8 +205,8 @@ CompileResult compile_to_cubin(const CompileRequest& request) {
   // where a compile takes seconds. Not part of the key: it changes nothing in the cubin.
   option_pointers.push_back("--no-cache");
   const auto start = std::chrono::steady_clock::now();
-  const nvrtcResult status = nvrtc_api().nvrtcCompileProgram(program.get(), static_cast<int>(option_pointers.size()),
-                                                             option_pointers.data());
+  const nvrtcResult status =
+      nvrtc_api().nvrtcCompileProgram(program.get(), static_cast<int>(option_pointers.size()), option_pointers.data());
   result.log = program_log(program.get());
   dump(request, result.log);
   if (status != NVRTC_SUCCESS) raise_compile_failure(request, program_name, status, result.log, result.options);
@@ -219,8 +218,8 @@ CompileResult compile_to_cubin(const CompileRequest& request) {
     cubin_status = nvrtc_api().nvrtcGetCUBIN(program.get(), reinterpret_cast<char*>(result.cubin.data()));
   }
   if (cubin_status != NVRTC_SUCCESS || result.cubin.empty()) {
-    raise(ErrorKind::runtime, "NVRTC compiled kernel '{}' for {} but produced no cubin: {}", request.name,
-          request.arch, nvrtc_api().nvrtcGetErrorString(cubin_status));
+    raise(ErrorKind::runtime, "NVRTC compiled kernel '{}' for {} but produced no cubin: {}", request.name, request.arch,
+          nvrtc_api().nvrtcGetErrorString(cubin_status));
   }
   result.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   result.ptxas = parse_ptxas_report(result.log);

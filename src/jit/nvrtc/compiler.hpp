@@ -22,7 +22,7 @@ struct CompileRequest {
   std::string name;  // canonical readable kernel name, for errors, logs and dump file names
   std::string source;
   std::vector<NvrtcHeader> headers;
-  std::string arch;  // "sm_80", "sm_90a": a real architecture, never compute_XX
+  std::string arch;                        // "sm_80", "sm_90a": a real architecture, never compute_XX
   std::vector<std::string> extra_options;  // after base_options(arch); must not set the arch
 };
 

@@ -32,10 +32,9 @@ std::string try_candidate(const NvrtcCandidate& candidate, NvrtcLoad& load) {
     return why ? why : "dlopen failed";
   }
   NvrtcApi api;
-#define TSATTN_BIND_NVRTC_FUNCTION(name)                                                    \
-  api.name = reinterpret_cast<decltype(api.name)>(dlsym(handle, #name));                   \
-  if (api.name == nullptr) return fmt::format("loaded, but it has no {}: not an NVRTC {}", \
-                                              #name, kNvrtcMajor);
+#define TSATTN_BIND_NVRTC_FUNCTION(name)                                 \
+  api.name = reinterpret_cast<decltype(api.name)>(dlsym(handle, #name)); \
+  if (api.name == nullptr) return fmt::format("loaded, but it has no {}: not an NVRTC {}", #name, kNvrtcMajor);
   TSATTN_NVRTC_FUNCTIONS(TSATTN_BIND_NVRTC_FUNCTION)
 #undef TSATTN_BIND_NVRTC_FUNCTION
   int major = 0, minor = 0;
@@ -117,9 +116,10 @@ NvrtcLoad load_nvrtc(const NvrtcSearchInputs& inputs) {
     if (why.empty()) return load;
     report += fmt::format("\n  - {}: {} ({})", origin_text(candidate.origin), candidate.path, why);
     if (candidate.origin == NvrtcOrigin::explicit_path) {
-      load.failure = fmt::format("TSATTN_NVRTC_LIBRARY={} could not be used ({}); point it at a libnvrtc.so.{} "
-                                 "or unset it to search the usual places",
-                                 candidate.path, why, kNvrtcMajor);
+      load.failure = fmt::format(
+          "TSATTN_NVRTC_LIBRARY={} could not be used ({}); point it at a libnvrtc.so.{} "
+          "or unset it to search the usual places",
+          candidate.path, why, kNvrtcMajor);
       return load;
     }
   }

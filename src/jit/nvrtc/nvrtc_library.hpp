@@ -14,10 +14,20 @@
 namespace tsattn::nvrtc {
 
 // Every NVRTC entry point tsattn uses, by its C name (member names equal the functions).
-#define TSATTN_NVRTC_FUNCTIONS(X)                                                                   \
-  X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs)   \
-  X(nvrtcCreateProgram) X(nvrtcDestroyProgram) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize)  \
-  X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN)
+// clang-format off
+#define TSATTN_NVRTC_FUNCTIONS(X) \
+  X(nvrtcVersion) \
+  X(nvrtcGetErrorString) \
+  X(nvrtcGetNumSupportedArchs) \
+  X(nvrtcGetSupportedArchs) \
+  X(nvrtcCreateProgram) \
+  X(nvrtcDestroyProgram) \
+  X(nvrtcCompileProgram) \
+  X(nvrtcGetProgramLogSize) \
+  X(nvrtcGetProgramLog) \
+  X(nvrtcGetCUBINSize) \
+  X(nvrtcGetCUBIN)
+// clang-format on
 
 struct NvrtcApi {
 #define TSATTN_DECLARE_NVRTC_FUNCTION(name) decltype(&::name) name = nullptr;
@@ -53,7 +63,7 @@ std::vector<NvrtcCandidate> nvrtc_candidates(const NvrtcSearchInputs& inputs);
 
 struct NvrtcLoad {
   NvrtcApi api;
-  std::string path;     // the file loaded ("" when the search failed)
+  std::string path;  // the file loaded ("" when the search failed)
   NvrtcOrigin origin = NvrtcOrigin::system;
   std::string failure;  // empty on success: else every place searched and why it failed, and what to do
 };

@@ -67,8 +67,7 @@ std::string excerpt_errors(std::string_view log, std::span<const SourceText> fil
     for (size_t at = 0; at < file->text.size() && number <= site.line + context; ++number) {
       const size_t eol = std::min(file->text.find('\n', at), file->text.size());
       if (number >= site.line - context) {
-        out += fmt::format("{} {:>5} | {}\n", number == site.line ? '>' : ' ', number,
-                           file->text.substr(at, eol - at));
+        out += fmt::format("{} {:>5} | {}\n", number == site.line ? '>' : ' ', number, file->text.substr(at, eol - at));
       }
       at = eol + 1;
     }

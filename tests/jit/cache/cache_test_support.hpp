@@ -46,8 +46,8 @@ class TempDir {
   ~TempDir() {
     std::error_code ec;
     fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    for (auto it = fs::recursive_directory_iterator(path_, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    for (auto it = fs::recursive_directory_iterator(path_, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
       if (it->is_directory(ec) && !it->is_symlink(ec))
         fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
     }
@@ -116,14 +116,11 @@ inline nlohmann::json test_metadata(int n, const std::string& arch = "sm_90a") {
   return meta.to_json();
 }
 
-inline void publish_test_entry(jit::DiskCache& cache, int n, const std::string& arch = "sm_90a",
-                               size_t size = 4096) {
+inline void publish_test_entry(jit::DiskCache& cache, int n, const std::string& arch = "sm_90a", size_t size = 4096) {
   cache.publish(test_key(n), arch, test_metadata(n, arch), test_cubin(n, size));
 }
 
-inline jit::DiskCache rw_cache(const std::string& root) {
-  return jit::DiskCache(jit::DiskCacheConfig{{}, root, true});
-}
+inline jit::DiskCache rw_cache(const std::string& root) { return jit::DiskCache(jit::DiskCacheConfig{{}, root, true}); }
 
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -132,8 +129,7 @@ inline std::vector<uint8_t> read_bytes(const std::string& path) {
 
 inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 // Backdates a file's mtime (an entry's last use, a temp file's age).
@@ -147,13 +143,13 @@ inline void set_mtime(const std::string& path, int64_t seconds_ago) {
 inline std::vector<std::string> tree_snapshot(const std::string& dir) {
   std::vector<std::string> lines;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
     struct stat st;
     if (::lstat(it->path().c_str(), &st) != 0) continue;
-    lines.push_back(fs::relative(it->path(), dir).string() + " " + std::to_string(st.st_size) +
-                    " " + std::to_string(st.st_mtim.tv_sec) + "." +
-                    std::to_string(st.st_mtim.tv_nsec) + " " + std::to_string(st.st_mode));
+    lines.push_back(fs::relative(it->path(), dir).string() + " " + std::to_string(st.st_size) + " " +
+                    std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + " " +
+                    std::to_string(st.st_mode));
   }
   std::sort(lines.begin(), lines.end());
   return lines;
@@ -163,8 +159,8 @@ inline std::vector<std::string> tree_snapshot(const std::string& dir) {
 inline size_t count_files(const std::string& dir, const std::string& suffix) {
   size_t count = 0;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
     if (it->is_regular_file(ec) && it->path().string().ends_with(suffix)) ++count;
   return count;
 }

@@ -69,8 +69,7 @@ TEST_SUITE("jit/cache/disk") {
     bytes[bytes.size() / 2] ^= 0x10;
     write_bytes(layers.path(1), bytes);
     // A good entry filed under the wrong name is as useless as a damaged one.
-    const fs::path misnamed =
-        fs::path(layers.path(2)).parent_path() / (std::string(64, 'a') + ".tsk");
+    const fs::path misnamed = fs::path(layers.path(2)).parent_path() / (std::string(64, 'a') + ".tsk");
     fs::rename(layers.path(2), misnamed);
     // Damage in the read-only layer is not verify's business.
     const std::string ro_path = DiskCache::entry_path(layers.ro, test_key(100), "sm_80");

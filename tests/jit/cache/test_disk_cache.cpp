@@ -25,8 +25,7 @@ int64_t mtime_age(const std::string& path) {
 
 // Makes every directory below (and including) dir read-only, as an image's baked cache is.
 void make_read_only_tree(const std::string& dir) {
-  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator();
-       ++it)
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it)
     if (it->is_directory()) fs::permissions(it->path(), fs::perms(0555));
   fs::permissions(dir, fs::perms(0555));
 }
@@ -93,8 +92,7 @@ TEST_SUITE("jit/cache/disk") {
            bytes[bytes.size() - 10] ^= 0x04;
            write_bytes(path, bytes);
          }},
-        {"truncated",
-         [](const std::string& path) { fs::resize_file(path, fs::file_size(path) / 2); }},
+        {"truncated", [](const std::string& path) { fs::resize_file(path, fs::file_size(path) / 2); }},
         {"empty", [](const std::string& path) { fs::resize_file(path, 0); }},
         {"random bytes", [](const std::string& path) { write_bytes(path, test_cubin(99, 5000)); }},
         {"another key's entry renamed",

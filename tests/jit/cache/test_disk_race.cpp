@@ -44,8 +44,10 @@ TEST_SUITE("jit/cache/disk") {
               // Publish even on a hit: replacing a file other processes are reading is the race.
               publish_test_entry(cache, key, "sm_90a", kCubinBytes);
               const std::optional<CachedEntry> after = cache.lookup(test_key(key), "sm_90a");
-              if (!after) code = 3;
-              else if (after->payload != test_cubin(key, kCubinBytes)) code = 4;
+              if (!after)
+                code = 3;
+              else if (after->payload != test_cubin(key, kCubinBytes))
+                code = 4;
             }
           }
           const CacheCounters c = cache.counters();

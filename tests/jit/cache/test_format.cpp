@@ -38,8 +38,7 @@ namespace {
 using namespace tsattn;
 using namespace tsattn::jit;
 
-const std::string kGoldenPath =
-    std::filesystem::path(__FILE__).parent_path() / "golden" / "entry_v1.tsk";
+const std::string kGoldenPath = std::filesystem::path(__FILE__).parent_path() / "golden" / "entry_v1.tsk";
 
 struct GoldenInputs {
   Digest key{};
@@ -52,7 +51,7 @@ GoldenInputs golden_inputs() {
   for (size_t i = 0; i < in.key.size(); ++i) in.key[i] = static_cast<uint8_t>(i);
   EntryMetadata meta;
   meta.canonical_name = "prefill.sm90a.d128.bf16_bf16.causal.win";
-  meta.spec = {{"arch", "sm_90a"}, {"head_dim", 128},      {"mask", "causal"},
+  meta.spec = {{"arch", "sm_90a"},    {"head_dim", 128},     {"mask", "causal"},
                {"qkv_dtype", "bf16"}, {"out_dtype", "bf16"}, {"window", true}};
   meta.registers = 168;
   meta.spill_bytes = 0;
@@ -77,8 +76,7 @@ void put_u32(std::vector<uint8_t>& bytes, size_t offset, uint32_t value) {
 }
 
 // Replaces the metadata block (and its size and digest fields) of a serialized entry.
-std::vector<uint8_t> with_metadata_text(const std::vector<uint8_t>& entry,
-                                        const std::string& text) {
+std::vector<uint8_t> with_metadata_text(const std::vector<uint8_t>& entry, const std::string& text) {
   const uint32_t old_size = static_cast<uint32_t>(entry[84]) | (uint32_t{entry[85]} << 8) |
                             (uint32_t{entry[86]} << 16) | (uint32_t{entry[87]} << 24);
   const size_t payload_at = kEntryHeaderSize + old_size;
@@ -166,8 +164,7 @@ TEST_SUITE("jit/cache/format") {
     // Another key's entry, renamed into this key's place.
     CHECK(why_rejected(good, test::test_key(2)).find("key") != std::string::npos);
 
-    CHECK(why_rejected({good.begin(), good.begin() + 50}, key).find("truncated header") !=
-          std::string::npos);
+    CHECK(why_rejected({good.begin(), good.begin() + 50}, key).find("truncated header") != std::string::npos);
     CHECK(why_rejected({good.begin(), good.end() - 1}, key).find("truncated") != std::string::npos);
     bytes = good;
     bytes.push_back(0);
@@ -183,13 +180,10 @@ TEST_SUITE("jit/cache/format") {
     CHECK(why_rejected(bytes, key).find("metadata digest") != std::string::npos);
 
     // Metadata whose digest is right but whose content is not what readers need.
-    CHECK(why_rejected(with_metadata_text(good, "{\"name\": \"x\""), key).find("JSON") !=
-          std::string::npos);
+    CHECK(why_rejected(with_metadata_text(good, "{\"name\": \"x\""), key).find("JSON") != std::string::npos);
     CHECK(why_rejected(with_metadata_text(good, "[1, 2]"), key).find("name") != std::string::npos);
-    CHECK(why_rejected(with_metadata_text(good, "{\"name\": \"x\"}"), key).find("arch") !=
-          std::string::npos);
-    CHECK(parse_entry(with_metadata_text(good, "{\"name\": \"x\", \"arch\": \"sm_80\"}"), key,
-                      nullptr));
+    CHECK(why_rejected(with_metadata_text(good, "{\"name\": \"x\"}"), key).find("arch") != std::string::npos);
+    CHECK(parse_entry(with_metadata_text(good, "{\"name\": \"x\", \"arch\": \"sm_80\"}"), key, nullptr));
 
     // A size field claiming gigabytes is refused before anything is allocated or compared.
     bytes = good;

@@ -19,8 +19,8 @@ constexpr u32 kRingTileBytes = 64 * 128;
 }  // namespace tsattn_dev
 
 extern "C" __global__ void __launch_bounds__(256, 1)
-    tsattn_test_mbarrier_ring(const __grid_constant__ TsattnTmaDescriptor map, int num_tiles,
-                              float* partials, int* status) {
+    tsattn_test_mbarrier_ring(const __grid_constant__ TsattnTmaDescriptor map, int num_tiles, float* partials,
+                              int* status) {
   using namespace tsattn_dev;
   __shared__ __align__(1024) u8 raw[1024 + kRingStages * kRingTileBytes];
   __shared__ __align__(8) u64 full_storage[kRingStages];

@@ -17,12 +17,11 @@
 namespace tsattn_dev {
 constexpr int kTmaTestPrefetch = 1;
 constexpr int kTmaTestStore = 2;
-}
+}  // namespace tsattn_dev
 
 extern "C" __global__ void __launch_bounds__(128, 1)
     tsattn_test_tma_roundtrip(const __grid_constant__ TsattnTmaDescriptor in_map,
-                              const __grid_constant__ TsattnTmaDescriptor out_map, const int* coords,
-                              int flags,
+                              const __grid_constant__ TsattnTmaDescriptor out_map, const int* coords, int flags,
                               tsattn_dev::u16* tiles, int* status) {
   using namespace tsattn_dev;
   __shared__ __align__(1024) u8 raw[1024 + 64 * 128];

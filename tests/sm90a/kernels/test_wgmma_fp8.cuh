@@ -43,19 +43,21 @@ __device__ __forceinline__ void wgmma_e4m3_ss_test(const u8* a, const u8* b, flo
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) d[i] = kWgmmaTestGarbage;
   const u32 a_base = smem_addr_u32(sa), b_base = smem_addr_u32(sb);
-  run_four_wgmmas_and_store<N>(d, [&](int kk) {
-    wgmma_ss<N, kE4m3>(d, smem_desc_sw128_kmajor(a_base + 32u * kk), smem_desc_sw128_kmajor(b_base + 32u * kk),
-                       kk > 0 ? 1 : 0);
-  }, c);
+  run_four_wgmmas_and_store<N>(
+      d,
+      [&](int kk) {
+        wgmma_ss<N, kE4m3>(d, smem_desc_sw128_kmajor(a_base + 32u * kk), smem_desc_sw128_kmajor(b_base + 32u * kk),
+                           kk > 0 ? 1 : 0);
+      },
+      c);
 }
 
 template <int N>
 __device__ __forceinline__ void wgmma_e4m3_pv_test(const float* p, const u8* v, float* c) {
   __shared__ __align__(1024) u8 raw[1024 + N * 128];  // V^T: N rows (head dim) of 128 keys
   u8* const svt = align_1024(raw);
-  wgmma_test_store_swizzled_8bit(svt, N, [&](int n, int slot) {
-    return v[((slot & ~31) + e4m3_key_of_slot(slot & 31)) * N + n];
-  });
+  wgmma_test_store_swizzled_8bit(
+      svt, N, [&](int n, int slot) { return v[((slot & ~31) + e4m3_key_of_slot(slot & 31)) * N + n]; });
   fence_proxy_async_shared();  // st.shared above -> read by wgmma (async proxy)
   __syncthreads();
 
@@ -74,9 +76,8 @@ __device__ __forceinline__ void wgmma_e4m3_pv_test(const float* p, const u8* v, 
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) d[i] = 0.0f;
   const u32 vt_base = smem_addr_u32(svt);
-  run_four_wgmmas_and_store<N>(d, [&](int kk) {
-    wgmma_rs<N, kE4m3>(d, a[kk], smem_desc_sw128_kmajor(vt_base + 32u * kk), 1);
-  }, c);
+  run_four_wgmmas_and_store<N>(
+      d, [&](int kk) { wgmma_rs<N, kE4m3>(d, a[kk], smem_desc_sw128_kmajor(vt_base + 32u * kk), 1); }, c);
 }
 
 }  // namespace tsattn_dev

@@ -38,9 +38,12 @@ __device__ __forceinline__ void wgmma_gemm_test(const u16* a, const u16* b, floa
   for (int i = 0; i < N / 2; ++i) d[i] = kWgmmaTestGarbage;
   const u64 desc_a = smem_desc_sw128_kmajor(smem_addr_u32(sa));
   const u64 desc_b = smem_desc_sw128_kmajor(smem_addr_u32(sb));
-  run_four_wgmmas_and_store<N>(d, [&](int s) {
-    wgmma_ss<N, dtype>(d, smem_desc_advance(desc_a, 32u * s), smem_desc_advance(desc_b, 32u * s), s > 0 ? 1 : 0);
-  }, c);
+  run_four_wgmmas_and_store<N>(
+      d,
+      [&](int s) {
+        wgmma_ss<N, dtype>(d, smem_desc_advance(desc_a, 32u * s), smem_desc_advance(desc_b, 32u * s), s > 0 ? 1 : 0);
+      },
+      c);
 }
 
 }  // namespace tsattn_dev

@@ -50,8 +50,8 @@ __device__ __forceinline__ void wgmma_pv_test(const u16* p, const u16* v, float*
     a[kk][2] = pair(row0, 16 * kk + 2 * q + 8);
     a[kk][3] = pair(row0 + 8, 16 * kk + 2 * q + 8);
   }
-  run_four_wgmmas_and_store<N>(d, [&](int kk) { wgmma_rs<N, dtype>(d, a[kk], smem_desc_advance(desc, 2048u * kk), 1); },
-                               c);
+  run_four_wgmmas_and_store<N>(
+      d, [&](int kk) { wgmma_rs<N, dtype>(d, a[kk], smem_desc_advance(desc, 2048u * kk), 1); }, c);
 }
 
 }  // namespace tsattn_dev

@@ -21,6 +21,7 @@ def small(monkeypatch):
     """Small shapes, and windows / variable-window widths small enough to clip inside them."""
     # imported here, not at the top: the tests of nvml_sampler.py in this folder need no torch
     import bench_cases as bc
+
     for name, (q_lens, kv_lens, packed) in SMALL_SHAPES.items():
         monkeypatch.setitem(bc.SHAPES, name, bc.Shape(name, q_lens, kv_lens, packed))
     monkeypatch.setitem(bc.WINDOWS, "win1k", 6)

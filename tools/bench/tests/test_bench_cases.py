@@ -11,6 +11,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bench_cases as bc  # noqa: E402
 
+
 def brute_mask(case, b):
     """docs/contract.md's definitions, element by element: [Sq, Sk] visibility of one request."""
     sq, sk = case.shape.q_lens[b], case.shape.kv_lens[b]
@@ -58,8 +59,15 @@ def test_default_set_covers_every_axis_and_is_in_the_catalog():
         assert {c.shape_name for c in default if c.head_dim == d} == set(bc.SHAPES)
         assert len({(c.hq, c.hkv) for c in default if c.head_dim == d}) >= 3
         for mask in ("dense", "causal"):  # the sweep that the plots draw
-            assert {c.seq_len for c in default if c.head_dim == d and c.mask == mask and c.dtype == "bf16"
-                    and (c.hq, c.hkv) == bc.PRIMARY_HEADS and c.seq_len} == set(bc.SEQ_SWEEP)
+            assert {
+                c.seq_len
+                for c in default
+                if c.head_dim == d
+                and c.mask == mask
+                and c.dtype == "bf16"
+                and (c.hq, c.hkv) == bc.PRIMARY_HEADS
+                and c.seq_len
+            } == set(bc.SEQ_SWEEP)
     assert default[0].name == "d128-dense-bf16-h32kv8-b1-s8k"  # headline first: a time budget cuts the tail
 
 
@@ -72,8 +80,9 @@ def test_glob_selection_and_unmatched_patterns():
     ragged = [c for c in full if c.shape.name == "ragged16"]
     assert ragged and len([n for n in names if n.endswith("ragged16")]) == len(ragged)
     assert unmatched == ["nothing-*"]
-    assert [c.name for c in bc.select(full, ["d256-vwin-fp8-h16kv4-chunk-q256-k4k"])[0]] == \
-        ["d256-vwin-fp8-h16kv4-chunk-q256-k4k"]
+    assert [c.name for c in bc.select(full, ["d256-vwin-fp8-h16kv4-chunk-q256-k4k"])[0]] == [
+        "d256-vwin-fp8-h16kv4-chunk-q256-k4k"
+    ]
     assert bc.split_patterns(" a,b  c,,") == ["a", "b", "c"]
 
 
@@ -102,6 +111,7 @@ def test_flops_match_a_brute_force_count(small_shape, mask):
 def test_flops_of_catalog_cases_in_closed_form():
     def f(name):
         return bc.flops(bc.parse_name(name))
+
     s = 8192
     assert f("d128-dense-bf16-h32kv8-b1-s8k") == 4 * 32 * 128 * s * s
     assert f("d128-causal-bf16-h32kv8-b1-s8k") == 4 * 32 * 128 * s * (s + 1) // 2
@@ -146,8 +156,13 @@ def test_static_applicability():
 def test_case_params_and_tsattn_arguments():
     c = bc.parse_name("d128-win1k-fp8-h32kv4-chunk-q256-k4k")
     p = c.params()
-    assert (p["sq"], p["sk"], p["window_left"], p["tsattn_mask_type"], p["tsattn_out_dtype"]) == \
-        (256, 4096, 1024, "causal", "bf16")
+    assert (p["sq"], p["sk"], p["window_left"], p["tsattn_mask_type"], p["tsattn_out_dtype"]) == (
+        256,
+        4096,
+        1024,
+        "causal",
+        "bf16",
+    )
     assert c.seq_len is None and c.group == 8
     assert bc.parse_name("d256-vwin-bf16-h16kv4-b1-s2k").mask_type == "variable_window"
     assert bc.parse_name("d256-dense-bf16-h16kv4-b1-s2k").seq_len == 2048
@@ -165,8 +180,9 @@ def test_repetition_policy():
 
 def test_estimate_counts_and_default_budget():
     cases = [bc.parse_name("d128-causal-bf16-h32kv8-b1-s8k"), bc.parse_name("d128-causal-fp8-h32kv8-b1-s8k")]
-    a = bc.Assumptions(tflops=500.0, startup_s=0, jit_s=0, case_s=0, flex_first_extra_s=0,
-                       first_call_s={}, sleep_ms_per_batch=0)
+    a = bc.Assumptions(
+        tflops=500.0, startup_s=0, jit_s=0, case_s=0, flex_first_extra_s=0, first_call_s={}, sleep_ms_per_batch=0
+    )
     est = bc.estimate(cases, bc.CONTENDERS, fixed_reps=10, a=a)
     t_ms = bc.flops(cases[0]) / 500e9
     assert est["contender_runs"] == 5  # four on bf16, tsattn alone on fp8

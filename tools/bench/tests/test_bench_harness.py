@@ -112,7 +112,7 @@ def test_flex_mask_mods_match_the_row_bounds(small_shape, mask):
         want = torch.zeros(tq, tk, dtype=torch.bool)
         qo, kv = data.qo_cpu.tolist(), data.kv_cpu.tolist()
         for b, (lo, hi) in enumerate(data.bounds):
-            want[qo[b]:qo[b + 1], kv[b]:kv[b + 1]] = _mask(lo, hi, s.kv_lens[b])
+            want[qo[b] : qo[b + 1], kv[b] : kv[b + 1]] = _mask(lo, hi, s.kv_lens[b])
         assert torch.equal(got.expand(tq, tk), want)
     else:
         for b in range(s.batch):
@@ -124,14 +124,17 @@ def test_flex_mask_mods_match_the_row_bounds(small_shape, mask):
 def _fake_tsattn(data):
     def call(i):
         return case_data.reference(data.case, *data.sets[i], data.bounds).to(torch.bfloat16)
+
     return [ct.Prepared(call, "fake tsattn (the reference)")]
 
 
 def _cpu_preparers(**over):
-    prep = {"tsattn": _fake_tsattn,
-            "cudnn": lambda d: "n/a: packed" if d.case.shape.packed else ct._sdpa_prepare(d, "MATH", "math"),
-            "fa2": lambda d: "n/a: FA2 needs CUDA",
-            "flex": lambda d: ct._flex_prepare(d, compiled=False)}
+    prep = {
+        "tsattn": _fake_tsattn,
+        "cudnn": lambda d: "n/a: packed" if d.case.shape.packed else ct._sdpa_prepare(d, "MATH", "math"),
+        "fa2": lambda d: "n/a: FA2 needs CUDA",
+        "flex": lambda d: ct._flex_prepare(d, compiled=False),
+    }
     prep.update(over)
     return prep
 
@@ -196,6 +199,7 @@ def test_run_case_reports_wrong_failing_and_unexpressible_contenders(small):
     def broken(d):
         def call(i):
             raise RuntimeError("kernel exploded")
+
         return [ct.Prepared(call, "broken")]
 
     def refused_then_ok(d):
@@ -205,8 +209,11 @@ def test_run_case_reports_wrong_failing_and_unexpressible_contenders(small):
         def ok(i):
             calls.append(i)
             return case_data.reference(d.case, *d.sets[i], d.bounds)
-        return [ct.Prepared(refuse, "first path", na_if_error=("No available kernel",), na_prefix="refused"),
-                ct.Prepared(ok, "second path")]
+
+        return [
+            ct.Prepared(refuse, "first path", na_if_error=("No available kernel",), na_prefix="refused"),
+            ct.Prepared(ok, "second path"),
+        ]
 
     def setup_fails(d):
         raise ValueError("cannot set up")
@@ -238,7 +245,9 @@ def test_time_stats():
 
 
 def test_parse_smi():
-    rows = run_metadata.parse_smi(run_metadata.SMI_FULL, "0, NVIDIA H200, 580.95.05, 1980, 3201, 1980, 3201, 41, 118.52\n")
+    rows = run_metadata.parse_smi(
+        run_metadata.SMI_FULL, "0, NVIDIA H200, 580.95.05, 1980, 3201, 1980, 3201, 41, 118.52\n"
+    )
     assert rows[0]["clocks.sm"] == 1980 and rows[0]["name"] == "NVIDIA H200" and rows[0]["power.draw"] == 118.52
     assert rows[0]["driver_version"] == "580.95.05"
     assert run_metadata.parse_smi(run_metadata.SMI_BASIC, "1755, 3201\n1980, 3201\n")[1]["clocks.sm"] == 1980
@@ -246,8 +255,13 @@ def test_parse_smi():
 
 def _run_bench(*args, timeout=120):
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    return subprocess.run([sys.executable, str(REPO / "tools" / "bench" / "bench.py"), *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(REPO / "tools" / "bench" / "bench.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def test_command_line_list_and_selection(capsys):
@@ -267,8 +281,11 @@ def test_command_line_list_and_selection(capsys):
     rc, out, err = run("--list", "--cases", "d256-vwin-*-h16kv4-chunk*,nomatch*", "--contenders", "tsattn,flex")
     assert rc == 0
     listed = [ln.split()[0] for ln in out.strip().splitlines()[:-1]]
-    assert listed == ["d256-vwin-bf16-h16kv4-chunk-q256-k4k", "d256-vwin-fp16-h16kv4-chunk-q256-k4k",
-                      "d256-vwin-fp8-h16kv4-chunk-q256-k4k"]
+    assert listed == [
+        "d256-vwin-bf16-h16kv4-chunk-q256-k4k",
+        "d256-vwin-fp16-h16kv4-chunk-q256-k4k",
+        "d256-vwin-fp8-h16kv4-chunk-q256-k4k",
+    ]
     assert "n/a: flex" in out.splitlines()[2] and "cudnn" not in out
     assert "'nomatch*' matches no case" in err
     rc, out, _ = run("--list", "--quick", "--skip-cases", "*ragged16")
@@ -310,6 +327,7 @@ def test_first_call_subprocess_failure_is_a_result(tmp_path):
 def test_cold_compile_figure():
     try:
         import tsattn
+
         tsattn.library_version()
     except RuntimeError as e:
         pytest.skip(f"skipped: libtsattn not found ({e})")
@@ -324,12 +342,18 @@ def _cpu_runner(preparers):
     def runner(case, contenders, device, **kw):
         kw.update(n_sets=2, fixed_reps=2, warmup=1)
         return bench.run_case(case, contenders, device, preparers=preparers, **kw)
+
     return runner
 
 
 def _doc(cases, contenders):
-    return {"schema": 1, "meta": {"gpu": "cpu (test)", "versions": {}}, "cases": [], "jit": {},
-            "run": {"selected": [c.name for c in cases], "contenders": contenders, "skipped": []}}
+    return {
+        "schema": 1,
+        "meta": {"gpu": "cpu (test)", "versions": {}},
+        "cases": [],
+        "jit": {},
+        "run": {"selected": [c.name for c in cases], "contenders": contenders, "skipped": []},
+    }
 
 
 def test_run_cases_writes_results_after_every_case_and_honours_the_budget(small, tmp_path, capsys):
@@ -341,9 +365,13 @@ def test_run_cases_writes_results_after_every_case_and_honours_the_budget(small,
 
     def runner(case, *a, **kw):
         row = _cpu_runner(_cpu_preparers())(case, *a, **kw)
-        written.append(json.loads((tmp_path / "bench.json").read_text())["cases"] if written or
-                       (tmp_path / "bench.json").exists() else [])
+        written.append(
+            json.loads((tmp_path / "bench.json").read_text())["cases"]
+            if written or (tmp_path / "bench.json").exists()
+            else []
+        )
         return row
+
     t0 = bench.time.perf_counter()
     assert bench.run_cases(doc, cases, contenders, "cpu", args, tmp_path, t0, runner=runner) == 0
     assert [len(w) for w in written] == [0, 1, 2]  # the file is rewritten after every case
@@ -375,8 +403,10 @@ def test_run_cases_survives_harness_errors_and_stops_on_a_lost_context(small, tm
             raise KeyError("harness bug")
         if case.mask == "win1k":
             raise failures.ContextLost("illegal memory access")
-        return _cpu_runner(_cpu_preparers(tsattn=lambda d: [ct.Prepared(
-            lambda i: torch.zeros_like(d.sets[i][0]), "wrong")]))(case, *a, **kw)
+        return _cpu_runner(
+            _cpu_preparers(tsattn=lambda d: [ct.Prepared(lambda i: torch.zeros_like(d.sets[i][0]), "wrong")])
+        )(case, *a, **kw)
+
     doc = _doc(cases, contenders)
     t0 = bench.time.perf_counter()
     rc = bench.run_cases(doc, cases, contenders, "cpu", args, tmp_path, t0, runner=runner)

@@ -21,13 +21,26 @@ FIGURES = {
     "d128-dense-bf16-h32kv8-b1-s16k": (340, 620, 335, 490),
     "d128-causal-bf16-h32kv8-b1-s8k": (310, 520, 290, 390),
     "d128-causal-bf16-h32kv8-b1-s16k": (320, 530, 300, 400),
-    "d128-causal-bf16-h32kv8-chunk-q256-k4k": (100, "n/a: torch SDPA's cuDNN backend refused this case: RuntimeError: No available kernel", 80, 50),
+    "d128-causal-bf16-h32kv8-chunk-q256-k4k": (
+        100,
+        "n/a: torch SDPA's cuDNN backend refused this case: RuntimeError: No available kernel",
+        80,
+        50,
+    ),
     "d128-causal-bf16-h32kv8-ragged16": (300, "WRONG: relative norm error 0.5 > 0.02", 280, 260),
-    "d128-causal-fp8-h32kv8-b1-s8k": (450, "n/a: torch SDPA takes no fp8 inputs", "n/a: FA2 takes no fp8 inputs",
-                                      "n/a: FlexAttention takes no fp8 inputs"),
+    "d128-causal-fp8-h32kv8-b1-s8k": (
+        450,
+        "n/a: torch SDPA takes no fp8 inputs",
+        "n/a: FA2 takes no fp8 inputs",
+        "n/a: FlexAttention takes no fp8 inputs",
+    ),
     "d128-win1k-bf16-h32kv8-b1-s8k": (250, "n/a: torch SDPA has no sliding window", 200, 270),
-    "d256-vwin-bf16-h32kv8-b1-s8k": ("error: RuntimeError: launch failed", "n/a: torch SDPA has no per-row window",
-                                     "n/a: FA2 has no per-row window", 300),
+    "d256-vwin-bf16-h32kv8-b1-s8k": (
+        "error: RuntimeError: launch failed",
+        "n/a: torch SDPA has no per-row window",
+        "n/a: FA2 has no per-row window",
+        300,
+    ),
     "d256-causal-bf16-h16kv4-b1-s8k": (300, 630, 290, "error: setup: OutOfMemoryError: CUDA out of memory"),
 }
 
@@ -44,41 +57,106 @@ def synthetic_doc(skipped=("d256-dense-bf16-h32kv8-b1-s2k",)):
     for name, figs in FIGURES.items():
         case = bc.parse_name(name)
         fl = bc.flops(case)
-        row = {"name": name, "params": case.params(), "flops": fl,
-               "contenders": {n: _entry(f, fl) for n, f in zip(bc.CONTENDERS, figs)},
-               "clocks": [{"clocks.sm": 1980, "clocks.mem": 3201}]}
+        row = {
+            "name": name,
+            "params": case.params(),
+            "flops": fl,
+            "contenders": {n: _entry(f, fl) for n, f in zip(bc.CONTENDERS, figs)},
+            "clocks": [{"clocks.sm": 1980, "clocks.mem": 3201}],
+        }
         row["contenders"]["tsattn"]["tsattn_cache"] = {"compiles": 1} if name.endswith("s1k") else {}
         cases.append(row)
     for name in skipped:
         c = bc.parse_name(name)
-        cases.append({"name": name, "params": c.params(), "flops": bc.flops(c),
-                      "contenders": {n: {"status": "skipped: time budget (--budget-s 540) spent"} for n in bc.CONTENDERS}})
+        cases.append(
+            {
+                "name": name,
+                "params": c.params(),
+                "flops": bc.flops(c),
+                "contenders": {n: {"status": "skipped: time budget (--budget-s 540) spent"} for n in bc.CONTENDERS},
+            }
+        )
     return {
         "schema": 1,
-        "meta": {"gpu": "NVIDIA H200", "sm_count": 132, "started": "2026-12-01T10:00:00+00:00",
-                 "versions": {"torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91900, "triton": "3.5.0",
-                              "tsattn": "0.1.0", "tsattn_library": "0.1.0"},
-                 "clocks_before": [{"clocks.sm": 1755, "clocks.mem": 3201, "clocks.max.sm": 1980,
-                                    "driver_version": "580.95.05"}],
-                 "clocks_after": [{"clocks.sm": 1980, "clocks.mem": 3201}],
-                 "method": {"timer": "CUDA events", "warmup": 5, "reps": "auto", "rotation": "rotated",
-                            "inputs": "0.2*randn", "check": "checked", "first_call": "apart", "flops": "docs/contract.md"}},
+        "meta": {
+            "gpu": "NVIDIA H200",
+            "sm_count": 132,
+            "started": "2026-12-01T10:00:00+00:00",
+            "versions": {
+                "torch": "2.11.0+cu130",
+                "cuda": "13.0",
+                "cudnn": 91900,
+                "triton": "3.5.0",
+                "tsattn": "0.1.0",
+                "tsattn_library": "0.1.0",
+            },
+            "clocks_before": [
+                {"clocks.sm": 1755, "clocks.mem": 3201, "clocks.max.sm": 1980, "driver_version": "580.95.05"}
+            ],
+            "clocks_after": [{"clocks.sm": 1980, "clocks.mem": 3201}],
+            "method": {
+                "timer": "CUDA events",
+                "warmup": 5,
+                "reps": "auto",
+                "rotation": "rotated",
+                "inputs": "0.2*randn",
+                "check": "checked",
+                "first_call": "apart",
+                "flops": "docs/contract.md",
+            },
+        },
         "cases": cases,
         "jit": {
-            "cold_compile": [{"family": "sm90a", "arch": "sm_90a", "head_dim": 128, "input_dtype": "bf16",
-                              "output_dtype": "bf16", "mask": "causal", "layout": "fixed",
-                              "status": "n/a: kernel family sm90a is not in this build"},
-                             {"family": "sm80", "arch": "sm_90a", "head_dim": 128, "input_dtype": "bf16",
-                              "output_dtype": "bf16", "mask": "causal", "layout": "fixed", "status": "ok",
-                              "seconds": 0.84}],
-            "first_call": {"problem": "B=1 S=1024", "cold": {"status": "ok", "first_call_ms": 910.0},
-                           "warm": [{"status": "ok", "first_call_ms": 1.5, "library_load_ms": 3.0,
-                                     "second_call_ms": 0.09, "cache": {"disk_writable_hits": 1, "compiles": 0}},
-                                    {"status": "error: rc=1: boom"}]},
-            "host_cost": {"problem": "tiny", "calls": 2000,
-                          "variants": {"tsattn fixed layout (allocates out)": {"status": "ok", "us_median": 4.2,
-                                                                               "us_p10": 4.0, "us_p90": 5.1},
-                                       "torch SDPA flash backend": {"status": "error: RuntimeError: x"}}},
+            "cold_compile": [
+                {
+                    "family": "sm90a",
+                    "arch": "sm_90a",
+                    "head_dim": 128,
+                    "input_dtype": "bf16",
+                    "output_dtype": "bf16",
+                    "mask": "causal",
+                    "layout": "fixed",
+                    "status": "n/a: kernel family sm90a is not in this build",
+                },
+                {
+                    "family": "sm80",
+                    "arch": "sm_90a",
+                    "head_dim": 128,
+                    "input_dtype": "bf16",
+                    "output_dtype": "bf16",
+                    "mask": "causal",
+                    "layout": "fixed",
+                    "status": "ok",
+                    "seconds": 0.84,
+                },
+            ],
+            "first_call": {
+                "problem": "B=1 S=1024",
+                "cold": {"status": "ok", "first_call_ms": 910.0},
+                "warm": [
+                    {
+                        "status": "ok",
+                        "first_call_ms": 1.5,
+                        "library_load_ms": 3.0,
+                        "second_call_ms": 0.09,
+                        "cache": {"disk_writable_hits": 1, "compiles": 0},
+                    },
+                    {"status": "error: rc=1: boom"},
+                ],
+            },
+            "host_cost": {
+                "problem": "tiny",
+                "calls": 2000,
+                "variants": {
+                    "tsattn fixed layout (allocates out)": {
+                        "status": "ok",
+                        "us_median": 4.2,
+                        "us_p10": 4.0,
+                        "us_p90": 5.1,
+                    },
+                    "torch SDPA flash backend": {"status": "error: RuntimeError: x"},
+                },
+            },
         },
         "run": {"skipped": list(skipped), "budget_s": 540},
     }
@@ -97,8 +175,9 @@ def test_ratios_and_geometric_means():
     causal = summary[(128, "causal")]["vs"]
     # chunk: cuDNN n/a; ragged: cuDNN WRONG; fp8: baselines n/a -> cuDNN over the two sweep cases only
     assert causal["cudnn"]["n"] == 2 and causal["fa2"]["n"] == 4 and causal["flex"]["n"] == 4
-    assert causal["fa2"]["geomean"] == pytest.approx(math.exp(sum(math.log(x) for x in
-                                                               (310 / 290, 320 / 300, 100 / 80, 300 / 280)) / 4))
+    assert causal["fa2"]["geomean"] == pytest.approx(
+        math.exp(sum(math.log(x) for x in (310 / 290, 320 / 300, 100 / 80, 300 / 280)) / 4)
+    )
     assert summary[(256, "vwin")]["vs"]["flex"] == {"geomean": None, "n": 0, "cases": []}
     assert summary[(256, "causal")]["vs"]["flex"]["n"] == 0 and summary[(256, "causal")]["vs"]["cudnn"]["n"] == 1
     order = [(s["head_dim"], s["mask"]) for s in br.summarize(doc)]
@@ -155,11 +234,20 @@ def test_clock_and_power_table():
     ragged = next(ln for ln in br.gpu_state_table(doc) if ln.startswith("| d128-causal-bf16-h32kv8-ragged16"))
     assert ragged.endswith("| - | - | - | - |")
     assert "Tensor-core ceiling" not in md  # not measured in this run
-    doc["ceiling"] = [{"dtype": "bf16", "n": 8192, "status": "ok", "tflops": 725.4,
-                       "gpu_state": {"sm_clock_mhz": 1605.0, "power_w": 631.0, "slowdown_share": capped}},
-                      {"dtype": "fp8", "n": 8192, "status": "error: RuntimeError: no fp8 GEMM"}]
-    assert ("Tensor-core ceiling in this run (cuBLAS 8192x8192x8192 GEMM, timed the same way; fp8: e4m3 in, bf16 out): "
-            "bf16 725 TFLOP/s at 1605 MHz; fp8 error: RuntimeError: no fp8 GEMM.") in br.render_report(doc, [])
+    doc["ceiling"] = [
+        {
+            "dtype": "bf16",
+            "n": 8192,
+            "status": "ok",
+            "tflops": 725.4,
+            "gpu_state": {"sm_clock_mhz": 1605.0, "power_w": 631.0, "slowdown_share": capped},
+        },
+        {"dtype": "fp8", "n": 8192, "status": "error: RuntimeError: no fp8 GEMM"},
+    ]
+    assert (
+        "Tensor-core ceiling in this run (cuBLAS 8192x8192x8192 GEMM, timed the same way; fp8: e4m3 in, bf16 out): "
+        "bf16 725 TFLOP/s at 1605 MHz; fp8 error: RuntimeError: no fp8 GEMM."
+    ) in br.render_report(doc, [])
     # the two timed runs (not the WRONG one): (1 + 0.5) / 2
     assert "The power limit of 700 W slowed the SM clock (NVML reason sw_power_cap) in 75% of the samples" in md
     assert "(mean over 2 timed runs)" in md
@@ -170,8 +258,12 @@ def test_readme_and_perf_sections():
     readme = br.render_readme_section(doc)
     assert "docs/PERF.md" in readme and "NVIDIA H200" in readme and "| 128 | causal |" in readme
     head = [ln for ln in readme.splitlines() if ln.startswith("| d")]
-    assert [ln.split()[1] for ln in head] == ["d128-dense-bf16-h32kv8-b1-s8k", "d128-causal-bf16-h32kv8-b1-s8k",
-                                              "d128-win1k-bf16-h32kv8-b1-s8k", "d256-vwin-bf16-h32kv8-b1-s8k"]
+    assert [ln.split()[1] for ln in head] == [
+        "d128-dense-bf16-h32kv8-b1-s8k",
+        "d128-causal-bf16-h32kv8-b1-s8k",
+        "d128-win1k-bf16-h32kv8-b1-s8k",
+        "d256-vwin-bf16-h32kv8-b1-s8k",
+    ]
     perf = br.render_report(doc, [], level=3, title="H200 run")
     assert perf.startswith("### H200 run") and "#### All cases" in perf and "\n# " not in perf
 

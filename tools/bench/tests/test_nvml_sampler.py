@@ -15,7 +15,9 @@ THERMAL = ns.SLOWDOWN_REASONS["hw_thermal"]
 
 def test_summary_trims_the_ends_and_takes_medians():
     # 20 samples: the first and last 2 (10%) are the workload starting and draining.
-    samples = [(1980.0, 100.0, 0)] * 2 + [(1600.0 + 10 * i, 600.0 + i, POWER_CAP) for i in range(16)] + [(345.0, 90.0, 0)] * 2
+    samples = (
+        [(1980.0, 100.0, 0)] * 2 + [(1600.0 + 10 * i, 600.0 + i, POWER_CAP) for i in range(16)] + [(345.0, 90.0, 0)] * 2
+    )
     samples[5] = (1500.0, 650.0, POWER_CAP | THERMAL)
     s = ns.summarize_samples(samples)
     assert s["samples"] == 16

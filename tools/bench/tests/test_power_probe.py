@@ -14,8 +14,14 @@ import power_probe  # noqa: E402
 
 
 def test_report_line_and_row(capsys):
-    loop = {"ms": 2.0, "sm_clock_mhz": 1650.0, "sm_clock_min_mhz": 1500.0, "power_w": 690.0,
-            "slowdown_share": {"sw_power_cap": 1.0, "hw_thermal": 0.0}, "samples": 300}
+    loop = {
+        "ms": 2.0,
+        "sm_clock_mhz": 1650.0,
+        "sm_clock_min_mhz": 1500.0,
+        "power_w": 690.0,
+        "slowdown_share": {"sw_power_cap": 1.0, "hw_thermal": 0.0},
+        "samples": 300,
+    }
     row = power_probe.report("some workload", 1.2e12, loop, 132)
     # 1.2e12 FLOP in 2 ms is 600 TFLOP/s; over 132 SMs at 1650 MHz, 2755 FLOP per SM cycle
     assert row["tflops"] == pytest.approx(600.0)

@@ -25,9 +25,12 @@ def precompiled(tmp_path_factory) -> Path:
     if not sass_compare.find_cuobjdump():
         pytest.skip("skipped: no cuobjdump (CUDA toolkit or Triton)")
     out = tmp_path_factory.mktemp("sass") / "llama3"
-    subprocess.run([str(CLI), "precompile", "--manifest", "llama3", "--arch", "sm_90a", "--out", str(out)],
-                   check=True, capture_output=True, env={"TSATTN_CACHE_DIR": str(out.parent / "user"),
-                                                         "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        [str(CLI), "precompile", "--manifest", "llama3", "--arch", "sm_90a", "--out", str(out)],
+        check=True,
+        capture_output=True,
+        env={"TSATTN_CACHE_DIR": str(out.parent / "user"), "PATH": "/usr/bin:/bin"},
+    )
     return out
 
 

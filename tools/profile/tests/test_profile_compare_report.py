@@ -41,8 +41,12 @@ def run_report(tmp_path: Path, kernels=(RAW,)) -> str:
         writer.writerow(["Kernel Name", "prefill_sm90a_sm_90a_d128_bf16_bf16_dense_fixed_pairs"])
         writer.writerow(SASS_HEADER)
         writer.writerows(SASS)
-    result = subprocess.run([sys.executable, str(REPO / "tools" / "profile" / "profile_compare_report.py"), str(tmp_path)],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "profile" / "profile_compare_report.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return result.stdout
 
 

@@ -8,8 +8,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 
-HEADER = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Warp Stall Sampling (Not-issued Samples)",
-          "stall_wait", "stall_barrier", "stall_selected", "stall_wait (Not Issued)"]
+HEADER = [
+    "Address",
+    "Source",
+    "Warp Stall Sampling (All Samples)",
+    "Warp Stall Sampling (Not-issued Samples)",
+    "stall_wait",
+    "stall_barrier",
+    "stall_selected",
+    "stall_wait (Not Issued)",
+]
 # address, SASS, all samples, not issued, wait, barrier, selected, wait (not issued: ignored)
 INSTRUCTIONS = [
     ("0x00", "FFMA R1, R2, R3, -R4 ;", "10", "0", "0", "0", "10", "0"),
@@ -26,8 +34,12 @@ def run_tool(tmp_path: Path) -> str:
         writer = csv.writer(f)
         writer.writerow(HEADER)
         writer.writerows(INSTRUCTIONS)
-    result = subprocess.run([sys.executable, str(REPO / "tools" / "profile" / "profile_top.py"), str(path)],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "profile" / "profile_top.py"), str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return result.stdout
 
 
@@ -45,7 +57,7 @@ def test_shares_per_opcode_and_reason(tmp_path):
 
 def test_ranked_instructions_come_with_predecessors(tmp_path):
     out = run_tool(tmp_path)
-    ranked = out[out.index("top 40 instructions"):]
+    ranked = out[out.index("top 40 instructions") :]
     marked = [line for line in ranked.splitlines() if line.startswith(">>")]
     assert len(marked) == 4  # every instruction is among the top 40 here
     depbar = next(line for line in marked if "DEPBAR" in line)
