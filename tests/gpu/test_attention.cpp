@@ -604,7 +604,7 @@ TEST_SUITE("gpu/attention") {
     }
   }
 
-  TEST_CASE("CUDA graph capture of the fixed layout; host indptrs are refused while capturing") {
+  TEST_CASE("CUDA graph capture of the fixed layout, and host indptrs are refused while capturing") {
     TSATTN_REQUIRE_GPU();
     std::mt19937_64 rng(test_seed());
     const driver::Api& cu = driver::api();

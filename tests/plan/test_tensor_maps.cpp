@@ -75,7 +75,7 @@ TEST_SUITE("plan/tensor_maps") {
     check_geometry(*packed_plan.out, packed.out.data, {128, 4, 12, 1}, {256, 4 * 256, 12 * 4 * 256}, box16(16));
   }
 
-  TEST_CASE("packed layout: batch extent 1 with a compact stand-in stride; float16; D256") {
+  TEST_CASE("packed layout: batch extent 1 with a compact stand-in stride, float16, D256") {
     const Problem p = CallBuilder::packed({5, 0, 7}, {9, 3, 7}, 4, 1, 256, TSATTN_DTYPE_FLOAT16).validate();
     const TensorMapPlan plan = plan_of(p);
     CHECK(plan.data_type == CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
@@ -209,7 +209,7 @@ TEST_SUITE("plan/tensor_maps") {
     CHECK(reason_of(p, 128, 128, 2).find("is not 2-byte aligned") != std::string::npos);
   }
 
-  TEST_CASE("out of kernels that stage O takes 16-byte row chunks; size-1 dimensions take any stride") {
+  TEST_CASE("out of kernels that stage O takes 16-byte row chunks, and size-1 dimensions take any stride") {
     const Problem valid = CallBuilder::fixed(2, 16, 32, 8, 2, 128).validate();
     CHECK(reason_of(valid, 128, 160, 16).empty());
     Problem p = valid;

@@ -18,7 +18,7 @@ std::vector<uint8_t> encode(tsattn_dtype dtype, const std::vector<float>& values
 }
 
 TEST_SUITE("ref/compare") {
-  TEST_CASE("exact results pass; one wrong, unwritten or off-norm element fails") {
+  TEST_CASE("exact results pass, and one wrong, unwritten or off-norm element fails") {
     std::mt19937_64 rng(7);
     std::normal_distribution<float> normal(0.0f, 0.3f);
     std::vector<float> expected(4 * 2 * 128);

@@ -25,7 +25,7 @@ void fill(const std::string& root, int count, const std::string& arch = "sm_90a"
 }  // namespace
 
 TEST_SUITE("tools/cache") {
-  TEST_CASE("verify finds a corrupted entry; --remove removes it") {
+  TEST_CASE("verify finds a corrupted entry and --remove removes it") {
     CliSandbox box;
     fill(box.user_cache, 3);
     std::vector<uint8_t> bytes = read_bytes(entry(box.user_cache, 1));
@@ -103,7 +103,7 @@ TEST_SUITE("tools/cache") {
     CHECK(tree_snapshot(ro) == ro_before);
   }
 
-  TEST_CASE("info reports every layer in order with counts, bytes and archs; --list adds each entry") {
+  TEST_CASE("info reports every layer in order with counts, bytes and archs, and --list adds each entry") {
     CliSandbox box;
     const std::string ro = box.tmp / "ro";
     fill(ro, 1, "sm_80");
@@ -136,7 +136,7 @@ TEST_SUITE("tools/cache") {
     CHECK(text.out.find("missing (skipped)") != std::string::npos);
   }
 
-  TEST_CASE("info creates no cache directory; admin commands on a refused one exit 3") {
+  TEST_CASE("info creates no cache directory, and admin commands on a refused one exit 3") {
     CliSandbox box;
     const CliResult info = box.run({"cache", "info", "--json"});
     CHECK(info.code == 0);
