@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define TSATTN_ABI_VERSION 1
+#define TSATTN_ABI_VERSION 2
 
 /* The four error kinds of the contract (docs/contract.md, "Errors"; Python: TypeError, ValueError,
  * NotImplementedError, RuntimeError). */
@@ -96,6 +96,10 @@ typedef struct tsattn_prefill_options {
   double output_scale; /* default 1.0 */
   int32_t out_dtype;   /* tsattn_dtype; TSATTN_DTYPE_UNSET: out's dtype */
   void* stream;        /* CUstream / cudaStream_t; NULL is the legacy default stream */
+  /* Optional log-sum-exp output (NULL: none): float32 [B, Sq, Hq] (fixed) or [total_q, Hq] (packed)
+   * on q's device, any strides; the natural log of the sum of exp(sm_scale * q.k) over the row's
+   * visible keys (before output_scale), -inf for a row that sees no key. */
+  const tsattn_tensor_view* lse;
 } tsattn_prefill_options;
 
 TSATTN_API void tsattn_prefill_options_init(tsattn_prefill_options* options);

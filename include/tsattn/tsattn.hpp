@@ -76,6 +76,7 @@ struct PrefillOptions {
   double output_scale = 1.0;
   tsattn_dtype out_dtype = TSATTN_DTYPE_UNSET;  // default: out's dtype
   void* stream = nullptr;
+  const Tensor* lse = nullptr;  // float32 q.shape[:-1]: the rows' log-sum-exp (tsattn.h, options.lse)
 };
 
 // Packed layout when both indptrs are given, fixed layout when neither is.
@@ -88,6 +89,8 @@ inline void batch_prefill(const Tensor& q, const Tensor& k, const Tensor& v, con
   if (kv_indptr) kvp = kv_indptr->view();
   if (options.variable_window_token_starts) starts = options.variable_window_token_starts->view();
   if (options.variable_window_token_ends) ends = options.variable_window_token_ends->view();
+  std::optional<tsattn_tensor_view> lse;
+  if (options.lse) lse = options.lse->view();
 
   tsattn_prefill_options c;
   tsattn_prefill_options_init(&c);
@@ -100,6 +103,7 @@ inline void batch_prefill(const Tensor& q, const Tensor& k, const Tensor& v, con
   c.output_scale = options.output_scale;
   c.out_dtype = options.out_dtype;
   c.stream = options.stream;
+  c.lse = lse ? &*lse : nullptr;
   check(tsattn_batch_prefill(&qv, &kview, &vv, qo ? &*qo : nullptr, kvp ? &*kvp : nullptr, &c, &ov));
 }
 

@@ -27,11 +27,13 @@ def run(
     output_scale: float,
     out_dtype_code: int,
     out: torch.Tensor,
+    lse: Optional[torch.Tensor] = None,
 ) -> None:
     """Queues out = attention(q, k, v) on torch's current stream of q's device.
 
-    Every tensor (and its shape/stride arrays) stays referenced by ``holder`` until the C call
-    returns; the library keeps no pointer past the call.
+    ``lse``, when given, receives the rows' log-sum-exp (float32, q.shape[:-1]). Every tensor (and
+    its shape/stride arrays) stays referenced by ``holder`` until the C call returns; the library
+    keeps no pointer past the call.
     """
     lib = _library.library()
     holder = ViewHolder()
@@ -53,6 +55,7 @@ def run(
     options.sm_scale = 0.0 if sm_scale is None else sm_scale
     options.output_scale = output_scale
     options.out_dtype = out_dtype_code
+    options.lse = holder.view(lse, "lse")
     if q.is_cuda:
         options.stream = torch.cuda.current_stream(q.device).cuda_stream or None
 

@@ -61,6 +61,7 @@ class PrefillOptions(ctypes.Structure):
         ("output_scale", ctypes.c_double),
         ("out_dtype", ctypes.c_int32),
         ("stream", ctypes.c_void_p),
+        ("lse", ctypes.POINTER(TensorView)),
     ]
 
 

@@ -47,6 +47,8 @@ struct Problem {
   tsattn_dtype output_dtype = TSATTN_DTYPE_BFLOAT16;
 
   TokenTensor q, k, v, out;
+  // The log-sum-exp output, fp32 [batch][token][head] (head_stride of its own); data null: none.
+  TokenTensor lse;
 
   MaskMode mask = MaskMode::dense;
   int64_t window_left = -1;                   // -1: no window; W >= 1 only with the causal mask

@@ -353,6 +353,32 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
   for (const CheckedTensor* t : {&q, &k, &v}) check_disjoint(out, *t);
   for (const CheckedTensor& t : index_tensors) check_disjoint(out, t);
 
+  // Null options are the defaults, which ask for no lse.
+  if (args.options != nullptr && args.options->lse != nullptr) {
+    const CheckedTensor lse = inspect_tensor(args.options->lse, "lse");
+    if (lse.view->dtype != TSATTN_DTYPE_FLOAT32)
+      raise(ErrorKind::type, "lse has dtype {}; it must be float32", dtype_name(lse.view->dtype));
+    check_residency(lse, residency, p.device_id);
+    const std::vector<int64_t> expected(q.shape.begin(), q.shape.end() - 1);
+    if (lse.shape != expected)
+      raise(ErrorKind::value, "lse.shape={} must be q.shape[:-1]=[{}] ({})", lse.shape_text(),
+            fmt::join(expected, ", "), packed ? "[total_q, Hq]" : "[B, Sq, Hq]");
+    if (lse.numel() > 0 && reinterpret_cast<uintptr_t>(lse.view->data) % alignof(float) != 0)
+      raise(ErrorKind::value, "lse.data is not 4-byte aligned");
+    check_no_self_overlap(lse);
+    for (const CheckedTensor* t : {&q, &k, &v, &out}) check_disjoint(lse, *t);
+    for (const CheckedTensor& t : index_tensors) check_disjoint(lse, t);
+    p.lse.data = lse.view->data;
+    if (packed) {
+      p.lse.token_stride = lse.strides[0];
+      p.lse.head_stride = lse.strides[1];
+    } else {
+      p.lse.batch_stride = lse.strides[0];
+      p.lse.token_stride = lse.strides[1];
+      p.lse.head_stride = lse.strides[2];
+    }
+  }
+
   p.sm_scale = options.sm_scale ? static_cast<float>(*options.sm_scale)
                                 : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim)));
   return p;

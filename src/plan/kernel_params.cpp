@@ -43,6 +43,10 @@ TsattnPrefillParams make_kernel_params(const Problem& p) {
   k.ends_row_stride = p.window_ends.row_stride;
   k.scale_log2 = static_cast<float>(static_cast<double>(p.sm_scale) * std::numbers::log2e);
   k.output_scale = p.output_scale;
+  k.lse = static_cast<float*>(p.lse.data);
+  k.lse_batch_stride = p.lse.batch_stride;
+  k.lse_token_stride = p.lse.token_stride;
+  k.lse_head_stride = p.lse.head_stride;
   return k;
 }
 

@@ -21,6 +21,7 @@
 #ifndef TSATTN_SM80_PREFILL_SM80_CUH
 #define TSATTN_SM80_PREFILL_SM80_CUH
 
+#include "common/lse.cuh"
 #include "common/mask.cuh"
 #include "common/mma_sm80.cuh"
 #include "common/prelude.cuh"
@@ -34,7 +35,7 @@
 #error "the generated source must define TSATTN_KERNEL_NAME"
 #endif
 
-static_assert(TSATTN_PARAMS_VERSION == 6, "sm80 kernel written against TsattnPrefillParams v6");
+static_assert(TSATTN_PARAMS_VERSION == 7, "sm80 kernel written against TsattnPrefillParams v7");
 
 // Launch shape, read by the host with cuModuleGetGlobal after loading the module.
 extern "C" __device__ const int tsattn_dynamic_smem_bytes = tsattn_dev::sm80::kSmemBytes;
@@ -427,6 +428,15 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params) {
                                                             kOutBytes;
       write_output(o, l, params.output_scale, q_smem, out_head, params.out_token_stride * kOutBytes, tile_row0,
                    req.q_len, warp_row0, lane);
+      if (params.lse != nullptr) {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = tile_row0 + warp_row0 + mt * 16 + lane / 4 + 8 * h;
+            write_row_lse(params, m[mt][h], l[mt][h], b, row, req.q_len, req.q_begin + row, head, lane % 4);
+          }
+      }
     }
   }
 }

@@ -15,7 +15,7 @@
     "the generated source must define TSATTN_KERNEL_NAME, TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_MASK, TSATTN_WINDOW, TSATTN_PACKED, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS"
 #endif
 
-static_assert(TSATTN_PARAMS_VERSION == 6, "sm90a kernel written against TsattnPrefillParams v6");
+static_assert(TSATTN_PARAMS_VERSION == 7, "sm90a kernel written against TsattnPrefillParams v7");
 
 namespace tsattn_dev {
 namespace sm90a {

@@ -26,6 +26,8 @@ struct CallBuilder {
   Tensor q, k, v, out;
   std::optional<HostTensor> qo_mem, kv_mem, starts_mem, ends_mem;
   std::optional<Tensor> qo_indptr, kv_indptr, starts, ends;
+  std::optional<HostTensor> lse_mem;
+  std::optional<Tensor> lse;  // options.lse when set
   tsattn_prefill_options options{};
   bool pass_options = true;
   std::string_view null_argument;  // "q", "k", "v" or "out": passed as a null view
@@ -86,23 +88,32 @@ struct CallBuilder {
     options.mask_type = TSATTN_MASK_VARIABLE_WINDOW;
   }
 
+  // An lse output of `shape` (default q.shape[:-1]) and `dtype`, on q's (fake) device.
+  void set_lse(tsattn_dtype dtype = TSATTN_DTYPE_FLOAT32, std::vector<int64_t> shape = {}) {
+    if (shape.empty()) shape.assign(q.shape.begin(), q.shape.end() - 1);
+    lse_mem = HostTensor(dtype, shape);
+    lse = lse_mem->fake_cuda();
+  }
+
   // The C views of this call; they point into this builder, so keep it alive while used.
   struct Views {
-    tsattn_tensor_view q, k, v, out, qo, kv, starts, ends;
+    tsattn_tensor_view q, k, v, out, qo, kv, starts, ends, lse;
     tsattn_prefill_options options;
   };
   Views views() const {
-    Views w{q.view(), k.view(), v.view(), out.view(), {}, {}, {}, {}, options};
+    Views w{q.view(), k.view(), v.view(), out.view(), {}, {}, {}, {}, {}, options};
     if (qo_indptr) w.qo = qo_indptr->view();
     if (kv_indptr) w.kv = kv_indptr->view();
     if (starts) w.starts = starts->view();
     if (ends) w.ends = ends->view();
+    if (lse) w.lse = lse->view();
     return w;
   }
 
   Arguments arguments(Views& w) const {
     w.options.variable_window_token_starts = starts ? &w.starts : nullptr;
     w.options.variable_window_token_ends = ends ? &w.ends : nullptr;
+    w.options.lse = lse ? &w.lse : nullptr;
     auto unless_null = [&](const tsattn_tensor_view& view, const char* name) {
       return null_argument == name ? nullptr : &view;
     };

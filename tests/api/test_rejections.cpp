@@ -114,6 +114,31 @@ const std::vector<RejectionCase>& rejection_cases() {
        [](CallBuilder& c) { c.v.shape[1] = 31; },
        kValue,
        {"v.shape=[2, 31, 2, 128]", "k.shape=[2, 32, 2, 128]"}},
+      {"lse float16",
+       Start::fixed,
+       [](CallBuilder& c) { c.set_lse(TSATTN_DTYPE_FLOAT16); },
+       TSATTN_ERROR_TYPE,
+       {"lse has dtype float16", "float32"}},
+      {"lse shape of out",
+       Start::fixed,
+       [](CallBuilder& c) { c.set_lse(TSATTN_DTYPE_FLOAT32, c.out.shape); },
+       kValue,
+       {"lse.shape=[2, 16, 8, 128]", "[2, 16, 8]", "[B, Sq, Hq]"}},
+      {"packed lse with a batch dimension",
+       Start::packed,
+       [](CallBuilder& c) {
+         c.set_lse(TSATTN_DTYPE_FLOAT32, {1, c.q.shape[0], c.q.shape[1]});
+       },
+       kValue,
+       {"lse.shape=[1, 12, 8]", "[total_q, Hq]"}},
+      {"lse inside out",
+       Start::fixed,
+       [](CallBuilder& c) {
+         c.set_lse();
+         c.lse->data = c.out.data;
+       },
+       kValue,
+       {"lse overlaps out"}},
       {"out shape differs",
        Start::fixed,
        [](CallBuilder& c) { c.out.shape[2] = 4; },

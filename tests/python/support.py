@@ -190,6 +190,55 @@ def reference(
     return out
 
 
+def lse_one(q, k, mask, sm_scale) -> torch.Tensor:
+    """fp32 (computed in fp64) log-sum-exp of one request's rows: [sq, hq]; -inf where a row sees no key."""
+    q, k = q.float().double(), k.float().double()
+    hq, hkv = q.shape[1], k.shape[1]
+    if hkv != hq:
+        k = k.repeat_interleave(hq // hkv, dim=1)
+    if k.shape[0] == 0 or q.shape[0] == 0:
+        return torch.full(q.shape[:2], float("-inf"), dtype=torch.float32, device=q.device)
+    scores = torch.einsum("ihd,jhd->hij", q, k) * sm_scale
+    scores = scores.masked_fill(~mask.to(q.device).unsqueeze(0), float("-inf"))
+    return torch.logsumexp(scores, dim=-1).transpose(0, 1).float()
+
+
+def reference_lse(
+    q, k, *, qo_indptr=None, kv_indptr=None, mask_type="dense", window_left=-1, starts=None, ends=None, sm_scale=None
+) -> torch.Tensor:
+    """The fp32 oracle of the lse output: q.shape[:-1] (fixed [B, Sq, Hq], packed [total_q, Hq])."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
+    if qo_indptr is None:
+        rows = []
+        for b in range(q.shape[0]):
+            m = visible_mask(
+                q.shape[1],
+                k.shape[1],
+                mask_type,
+                window_left,
+                None if starts is None else starts[b],
+                None if ends is None else ends[b],
+                q.device,
+            )
+            rows.append(lse_one(q[b], k[b], m, scale))
+        return torch.stack(rows)
+    qo, kv = qo_indptr.tolist(), kv_indptr.tolist()
+    out = torch.full(q.shape[:-1], float("-inf"), dtype=torch.float32, device=q.device)
+    for b in range(len(qo) - 1):
+        q0, q1, k0, k1 = qo[b], qo[b + 1], kv[b], kv[b + 1]
+        m = visible_mask(
+            q1 - q0,
+            k1 - k0,
+            mask_type,
+            window_left,
+            None if starts is None else starts[q0:q1],
+            None if ends is None else ends[q0:q1],
+            q.device,
+        )
+        out[q0:q1] = lse_one(q[q0:q1], k[k0:k1], m, scale)
+    return out
+
+
 # ---------------------------------------------------------------- tolerances
 
 # (rtol, atol, relative-norm bound) by the least precise of the input and output dtype.

@@ -67,7 +67,10 @@ for step in "${steps[@]}"; do
         build/tsattn_tests -ts="tools/*"' ;;
     python)
       run_step python python.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
-        python3 -m pytest -q tests/python tools/bench/tests tools/profile/tests tools/dev/tests ;;
+        python3 -m pytest -q tests/python tools/bench/tests tools/profile/tests tools/dev/tests
+      # The family is chosen once per process: the lse tests again on the portable family.
+      run_step python-sm80 python_sm80.log env TSATTN_KERNEL_FAMILY=sm80 TSATTN_LIBRARY="$repo/build/libtsattn.so" \
+        PYTHONPATH="$repo/python" python3 -m pytest -q tests/python/test_gpu_lse.py ;;
     wheel)
       # The wheel as a user installs it, with the toolkit hidden (tools/dev/gpu_prepare.sh built it).
       run_step wheel wheel.log timeout 560 bash tests/packaging/wheel_on_gpu.sh "$(ls build/dist/tsattn-*.whl)" \

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""The cost of the log-sum-exp output: one-shot calls with and without lse, same library, same run.
+
+For each case (B1, S8K, 32/8 heads, bf16; D128 and D256, dense and causal) the two variants
+alternate for several rounds; each round times `--reps` calls with CUDA events (median) after a
+warm-up. Prints TFLOP/s (4 * Hq * D * visible pairs) and the ratio with/without. Needs a GPU.
+
+    python3 tools/bench/lse_cost.py [--reps 30] [--rounds 3]
+"""
+
+import argparse
+import statistics
+
+import torch
+
+from tsattn import _call
+
+CASES = [(128, "dense"), (128, "causal"), (256, "dense"), (256, "causal")]
+
+
+def median_ms(call, reps: int) -> float:
+    for _ in range(3):
+        call()
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        call()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seq", type=int, default=8192)
+    args = parser.parse_args()
+    s, hq, hkv = args.seq, 32, 8
+    for d, mask in CASES:
+        q = torch.randn(1, s, hq, d, device="cuda", dtype=torch.bfloat16) * 0.2
+        k = torch.randn(1, s, hkv, d, device="cuda", dtype=torch.bfloat16) * 0.2
+        v = torch.randn(1, s, hkv, d, device="cuda", dtype=torch.bfloat16) * 0.2
+        out = torch.empty_like(q)
+        lse = torch.empty(1, s, hq, device="cuda", dtype=torch.float32)
+        pairs = s * s if mask == "dense" else s * (s + 1) // 2
+        flop = 4.0 * hq * d * pairs
+
+        def call(with_lse):
+            return lambda: _call.run(
+                q, k, v, None, None, mask, -1, None, None, None, 1.0, 0, out, lse if with_lse else None
+            )
+
+        plain, with_lse = [], []
+        for _ in range(args.rounds):
+            plain.append(median_ms(call(False), args.reps))
+            with_lse.append(median_ms(call(True), args.reps))
+        a, b = statistics.median(plain), statistics.median(with_lse)
+        print(
+            f"d{d} {mask:6s} S{s}: without lse {flop / a / 1e9:6.1f} TFLOP/s ({a:.3f} ms), "
+            f"with lse {flop / b / 1e9:6.1f} TFLOP/s ({b:.3f} ms): with/without {a / b:.4f} "
+            f"(rounds without {['%.3f' % x for x in plain]}, with {['%.3f' % x for x in with_lse]})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
