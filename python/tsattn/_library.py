@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Iterator, Optional, Tuple
 
-ABI_VERSION = 1  # TSATTN_ABI_VERSION this binding was written for
+ABI_VERSION = 2  # TSATTN_ABI_VERSION this binding was written for
 
 # tsattn_status -> Python exception (docs/contract.md, "Errors")
 STATUS_OK = 0
