@@ -220,6 +220,11 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
   const CheckedTensor k = inspect_tensor(args.k, "k");
   const CheckedTensor v = inspect_tensor(args.v, "v");
   const CheckedTensor out = inspect_tensor(args.out, "out");
+  std::optional<CheckedTensor> qo_indptr, kv_indptr;
+  if (packed) {
+    qo_indptr = inspect_tensor(args.qo_indptr, "qo_indptr");
+    kv_indptr = inspect_tensor(args.kv_indptr, "kv_indptr");
+  }
 
   // Dtypes: one attention dtype for q, k, v; out's resolved as docs/contract.md says.
   if (!is_attention_dtype(q.view->dtype))
@@ -235,6 +240,11 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
     raise(ErrorKind::value, "out_dtype={} differs from out.dtype={}", dtype_name(options.out_dtype),
           dtype_name(out.view->dtype));
   p.output_dtype = static_cast<tsattn_dtype>(out.view->dtype);
+  // An indptr of another dtype is a TypeError, as in prims_ts; bounds tensors' is a ValueError
+  // (check_int32_index).
+  for (const std::optional<CheckedTensor>* t : {&qo_indptr, &kv_indptr})
+    if (*t && (*t)->view->dtype != TSATTN_DTYPE_INT32)
+      raise(ErrorKind::type, "{} has dtype {}; expected int32", (*t)->name, dtype_name((*t)->view->dtype));
 
   // Devices.
   p.device_id = q.view->device_id;
@@ -294,8 +304,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
   std::vector<CheckedTensor> index_tensors;  // for the overlap check with out
 
   if (packed) {
-    const CheckedTensor qo = inspect_tensor(args.qo_indptr, "qo_indptr");
-    const CheckedTensor kvp = inspect_tensor(args.kv_indptr, "kv_indptr");
+    const CheckedTensor &qo = *qo_indptr, &kvp = *kv_indptr;
     for (const CheckedTensor* t : {&qo, &kvp}) {
       check_int32_index(*t);
       if (t->ndim() != 1 || t->shape[0] < 1)

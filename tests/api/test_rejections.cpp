@@ -28,6 +28,7 @@ CallBuilder start_call(Start start) {
   return start == Start::fixed ? CallBuilder::fixed() : CallBuilder::packed({5, 0, 7}, {9, 3, 7});
 }
 
+constexpr auto kType = TSATTN_ERROR_TYPE;
 constexpr auto kValue = TSATTN_ERROR_VALUE;
 constexpr auto kNotImpl = TSATTN_ERROR_NOT_IMPLEMENTED;
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -383,11 +384,25 @@ const std::vector<RejectionCase>& rejection_cases() {
        {"out overlaps variable_window_token_ends"}},
 
       // Indptrs.
-      {"indptr int64",
+      {"qo_indptr int64",
        Start::packed,
        [](CallBuilder& c) { c.qo_indptr->dtype = TSATTN_DTYPE_INT64; },
-       kValue,
-       {"qo_indptr must have dtype int32", "int64"}},
+       kType,
+       {"qo_indptr has dtype int64; expected int32"}},
+      {"kv_indptr float32",
+       Start::packed,
+       [](CallBuilder& c) { c.kv_indptr->dtype = TSATTN_DTYPE_FLOAT32; },
+       kType,
+       {"kv_indptr has dtype float32; expected int32"}},
+      {"kv_indptr int16 on another device",
+       Start::packed,
+       [](CallBuilder& c) {
+         c.kv_indptr->dtype = TSATTN_DTYPE_INT16;
+         c.kv_indptr->device_type = TSATTN_DEVICE_CUDA;
+         c.kv_indptr->device_id = 1;
+       },
+       kType,
+       {"kv_indptr has dtype int16; expected int32"}},
       {"indptr 2-D",
        Start::packed,
        [](CallBuilder& c) {
