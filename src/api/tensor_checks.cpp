@@ -1,11 +1,11 @@
 #include "api/tensor_checks.hpp"
 
 #include <algorithm>
-#include <numeric>
 
 #include <fmt/ranges.h>
 
 #include "api/dtype.hpp"
+#include "common/checked_int.hpp"
 
 namespace tsattn {
 
@@ -15,10 +15,6 @@ constexpr int kMaxRank = 8;
 constexpr int64_t kAlignmentBytes = 16;
 
 }  // namespace
-
-int64_t CheckedTensor::numel() const {
-  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
-}
 
 bool CheckedTensor::on_host() const {
   return view->device_type == TSATTN_DEVICE_CPU || view->device_type == TSATTN_DEVICE_CUDA_HOST;
@@ -38,12 +34,9 @@ std::string CheckedTensor::device_text() const {
 }
 
 CheckedTensor::Span CheckedTensor::span() const {
-  if (numel() == 0) return {};
-  // inspect_tensor() proved that this sum cannot overflow.
-  int64_t last = 0;
-  for (int i = 0; i < ndim(); ++i) last += (shape[i] - 1) * strides[i];
+  if (bytes == 0) return {};
   const auto begin = reinterpret_cast<uintptr_t>(view->data);
-  return {begin, begin + static_cast<uintptr_t>((last + 1) * dtype_size(view->dtype))};
+  return {begin, (Checked<uintptr_t>(begin) + static_cast<uintptr_t>(bytes)).value()};
 }
 
 CheckedTensor inspect_tensor(const tsattn_tensor_view* view, const char* name) {
@@ -59,35 +52,44 @@ CheckedTensor inspect_tensor(const tsattn_tensor_view* view, const char* name) {
   for (int64_t extent : t.shape)
     if (extent < 0) raise(ErrorKind::value, "{}.shape={} has a negative extent", name, t.shape_text());
 
-  if (view->strides != nullptr) {
-    t.strides.assign(view->strides, view->strides + view->ndim);
-  } else {
+  if (view->strides != nullptr) t.strides.assign(view->strides, view->strides + view->ndim);
+
+  // A size that wraps would let a huge view pass as a small (or empty) one, so none may.
+  auto overflows = [&](const char* what) {
+    raise(ErrorKind::value, "{}.shape={} with {}.strides={} overflows int64: {} is not representable", name,
+          t.shape_text(), name, view->strides != nullptr ? t.strides_text() : "NULL (compact)", what);
+  };
+  Checked<int64_t> numel = 1;
+  for (int64_t extent : t.shape) numel = numel * extent;
+  if (numel.overflowed()) overflows("the element count (the product of the extents)");
+  t.numel = numel.value();
+
+  if (view->strides == nullptr) {
+    // Compact row-major; an extent of 0 steps like 1, so that an empty view still gets strides.
     t.strides.resize(t.shape.size());
-    int64_t stride = 1;
+    Checked<int64_t> stride = 1;
     for (int i = t.ndim(); i-- > 0;) {
-      t.strides[i] = stride;
-      if (__builtin_mul_overflow(stride, std::max<int64_t>(t.shape[i], 1), &stride))
-        raise(ErrorKind::value, "{}.shape={} has more elements than int64 can count", name, t.shape_text());
+      if (stride.overflowed()) overflows("a compact stride");
+      t.strides[i] = stride.value();
+      stride = stride * std::max<int64_t>(t.shape[i], 1);
     }
   }
   for (int64_t stride : t.strides)
     if (stride < 0)
       raise(ErrorKind::value, "{}.strides={}: negative strides are not supported", name, t.strides_text());
 
-  if (t.numel() == 0) return t;
+  if (t.numel == 0) return t;
   if (view->data == nullptr) raise(ErrorKind::value, "{}.data is null but {} has shape {}", name, name, t.shape_text());
-  // The furthest addressable byte must be representable, so later offset arithmetic is safe.
-  int64_t last = 0;
-  for (int i = 0; i < t.ndim(); ++i) {
-    int64_t term = 0;
-    if (__builtin_mul_overflow(t.shape[i] - 1, t.strides[i], &term) || __builtin_add_overflow(last, term, &last))
-      raise(ErrorKind::value, "{} with shape {} and strides {} addresses more than 2^63 elements", name, t.shape_text(),
-            t.strides_text());
-  }
-  int64_t bytes = 0;
-  if (__builtin_mul_overflow(last + 1, int64_t{std::max(dtype_size(view->dtype), 1)}, &bytes))
-    raise(ErrorKind::value, "{} with shape {} and strides {} addresses more than 2^63 bytes", name, t.shape_text(),
-          t.strides_text());
+  Checked<int64_t> last = 0;
+  for (int i = 0; i < t.ndim(); ++i) last = last + Checked<int64_t>(t.shape[i] - 1) * t.strides[i];
+  if (last.overflowed()) overflows("the largest element offset");
+  const Checked<int64_t> bytes = (last + 1) * std::max(dtype_size(view->dtype), 1);
+  if (bytes.overflowed()) overflows("the byte span");
+  t.bytes = bytes.value();
+  const auto address = reinterpret_cast<uintptr_t>(view->data);
+  if ((Checked<uintptr_t>(address) + static_cast<uintptr_t>(t.bytes)).overflowed())
+    raise(ErrorKind::value, "{}.data={:#x} with a span of {} bytes runs past the end of the address space", name,
+          address, t.bytes);
   return t;
 }
 
@@ -97,35 +99,38 @@ void check_attention_strides(const CheckedTensor& t) {
   if (t.shape[last] > 1 && t.strides[last] != 1)
     raise(ErrorKind::value, "{}.stride({})={}: the head dimension must be contiguous (stride 1)", t.name, last,
           t.strides[last]);
-  if (t.numel() == 0) return;
+  if (t.numel == 0) return;
   const auto address = reinterpret_cast<uintptr_t>(t.view->data);
   if (address % kAlignmentBytes != 0)
     raise(ErrorKind::value, "{}.data={:#x} is not {}-byte aligned", t.name, address, kAlignmentBytes);
   for (int i = 0; i < last; ++i) {
     if (t.shape[i] <= 1) continue;
-    if ((t.strides[i] * element_bytes) % kAlignmentBytes != 0)
+    // Within t.bytes, since this dimension has a second index.
+    const int64_t stride_bytes = (Checked<int64_t>(t.strides[i]) * element_bytes).value();
+    if (stride_bytes % kAlignmentBytes != 0)
       raise(ErrorKind::value,
             "{}.stride({})={} elements ({} bytes) is not a multiple of {} bytes; strided views must keep "
             "16-byte alignment",
-            t.name, i, t.strides[i], t.strides[i] * element_bytes, kAlignmentBytes);
+            t.name, i, t.strides[i], stride_bytes, kAlignmentBytes);
   }
 }
 
 void check_no_self_overlap(const CheckedTensor& t) {
+  if (t.numel == 0) return;  // writes nothing
   // Sufficient condition: ordered by stride, each dimension steps over everything the
-  // dimensions inside it can address.
+  // dimensions inside it can address. covered stays within the largest offset + 1.
   std::vector<int> dims;
   for (int i = 0; i < t.ndim(); ++i)
     if (t.shape[i] > 1) dims.push_back(i);
   std::sort(dims.begin(), dims.end(), [&](int a, int b) { return t.strides[a] < t.strides[b]; });
-  int64_t covered = 1;
+  Checked<int64_t> covered = 1;
   for (int d : dims) {
-    if (t.strides[d] < covered)
+    if (t.strides[d] < covered.value())
       raise(ErrorKind::value,
             "{} with shape {} and strides {} has overlapping elements; it must not be "
             "written twice",
             t.name, t.shape_text(), t.strides_text());
-    covered += (t.shape[d] - 1) * t.strides[d];
+    covered = covered + Checked<int64_t>(t.shape[d] - 1) * t.strides[d];
   }
 }
 

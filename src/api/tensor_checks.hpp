@@ -18,9 +18,11 @@ struct CheckedTensor {
   const tsattn_tensor_view* view = nullptr;
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;
+  // Computed by inspect_tensor() without overflow, so sums and products bounded by them fit too.
+  int64_t numel = 0;  // the product of the extents
+  int64_t bytes = 0;  // (largest element offset + 1) * element size; 0 when empty
 
   int ndim() const { return static_cast<int>(shape.size()); }
-  int64_t numel() const;
   bool on_host() const;
   std::string shape_text() const;  // "[2, 128, 8, 128]"
   std::string strides_text() const;
@@ -33,7 +35,8 @@ struct CheckedTensor {
 };
 
 // Structural checks: present, 0 <= ndim <= 8, shape given and non-negative, strides
-// non-negative, data non-null when numel > 0, the addressable extent fits in int64 bytes.
+// non-negative, data non-null when numel > 0; the element count, the largest element offset and
+// the byte span fit in int64, and data + bytes in the address space.
 CheckedTensor inspect_tensor(const tsattn_tensor_view* view, const char* name);
 
 // The last dimension is contiguous; the base pointer and every other stride keep 16-byte

@@ -9,6 +9,7 @@
 
 #include "api/dtype.hpp"
 #include "api/tensor_checks.hpp"
+#include "common/checked_int.hpp"
 
 namespace tsattn {
 
@@ -126,7 +127,7 @@ void check_rank(const CheckedTensor& t, int rank, const char* layout_text) {
 void check_int32_index(const CheckedTensor& t) {
   if (t.view->dtype != TSATTN_DTYPE_INT32)
     raise(ErrorKind::value, "{} must have dtype int32 (got {})", t.name, dtype_name(t.view->dtype));
-  if (t.numel() > 0 && reinterpret_cast<uintptr_t>(t.view->data) % alignof(int32_t) != 0)
+  if (t.numel > 0 && reinterpret_cast<uintptr_t>(t.view->data) % alignof(int32_t) != 0)
     raise(ErrorKind::value, "{}.data is not 4-byte aligned", t.name);
 }
 
@@ -159,7 +160,8 @@ void check_indptr_values(const std::vector<int32_t>& values, const char* name, i
 std::vector<int32_t> read_host_indptr(const CheckedTensor& t) {
   std::vector<int32_t> values(static_cast<size_t>(t.shape[0]));
   const auto* data = static_cast<const int32_t*>(t.view->data);
-  for (size_t i = 0; i < values.size(); ++i) values[i] = data[static_cast<int64_t>(i) * t.strides[0]];
+  for (size_t i = 0; i < values.size(); ++i)  // within the largest offset that inspect_tensor() bounded
+    values[i] = data[(Checked<int64_t>(static_cast<int64_t>(i)) * t.strides[0]).value()];
   return values;
 }
 
@@ -220,6 +222,11 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
   const CheckedTensor k = inspect_tensor(args.k, "k");
   const CheckedTensor v = inspect_tensor(args.v, "v");
   const CheckedTensor out = inspect_tensor(args.out, "out");
+  std::optional<CheckedTensor> qo_indptr, kv_indptr;
+  if (packed) {
+    qo_indptr = inspect_tensor(args.qo_indptr, "qo_indptr");
+    kv_indptr = inspect_tensor(args.kv_indptr, "kv_indptr");
+  }
 
   // Dtypes: one attention dtype for q, k, v; out's resolved as docs/contract.md says.
   if (!is_attention_dtype(q.view->dtype))
@@ -235,6 +242,11 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
     raise(ErrorKind::value, "out_dtype={} differs from out.dtype={}", dtype_name(options.out_dtype),
           dtype_name(out.view->dtype));
   p.output_dtype = static_cast<tsattn_dtype>(out.view->dtype);
+  // An indptr of another dtype is a TypeError, as in prims_ts; bounds tensors' is a ValueError
+  // (check_int32_index).
+  for (const std::optional<CheckedTensor>* t : {&qo_indptr, &kv_indptr})
+    if (*t && (*t)->view->dtype != TSATTN_DTYPE_INT32)
+      raise(ErrorKind::type, "{} has dtype {}; expected int32", (*t)->name, dtype_name((*t)->view->dtype));
 
   // Devices.
   p.device_id = q.view->device_id;
@@ -277,9 +289,10 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
     p.q_tokens = q.shape[1];
     p.kv_tokens = k.shape[1];
   }
-  // Token counts index int32 indptrs and int32 row numbers on the device.
-  const int64_t q_rows = packed ? p.q_tokens : p.batch * p.q_tokens;
-  const int64_t kv_rows = packed ? p.kv_tokens : p.batch * p.kv_tokens;
+  // Token counts index int32 indptrs and int32 row numbers on the device. Each is at most q's
+  // (k's) element count, as every other extent is >= 1, so it fits in int64.
+  const int64_t q_rows = (Checked<int64_t>(p.q_tokens) * (packed ? 1 : p.batch)).value();
+  const int64_t kv_rows = (Checked<int64_t>(p.kv_tokens) * (packed ? 1 : p.batch)).value();
   if (q_rows > kInt32Max || kv_rows > kInt32Max)
     raise(ErrorKind::value, "too many tokens: {} query rows and {} key rows; at most 2^31-1 each", q_rows, kv_rows);
 
@@ -294,8 +307,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
   std::vector<CheckedTensor> index_tensors;  // for the overlap check with out
 
   if (packed) {
-    const CheckedTensor qo = inspect_tensor(args.qo_indptr, "qo_indptr");
-    const CheckedTensor kvp = inspect_tensor(args.kv_indptr, "kv_indptr");
+    const CheckedTensor &qo = *qo_indptr, &kvp = *kv_indptr;
     for (const CheckedTensor* t : {&qo, &kvp}) {
       check_int32_index(*t);
       if (t->ndim() != 1 || t->shape[0] < 1)

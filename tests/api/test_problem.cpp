@@ -142,6 +142,14 @@ TEST_SUITE("api/problem") {
       call.q.strides = {12345, 8 * 128, 128, 1};
       CHECK_NOTHROW(call.validate());
     }
+    SUBCASE("an empty out may broadcast, even over extents whose offsets would overflow int64") {
+      CallBuilder call = CallBuilder::fixed(0, 16, 32);
+      call.out.strides = {0, 0, 0, 1};
+      CHECK_NOTHROW(call.validate());
+      call.q.shape = call.out.shape = {0, int64_t{1} << 40, 8, 128};
+      call.out.strides = {1, int64_t{1} << 40, int64_t{1} << 40, 1};
+      CHECK(call.validate().q_tokens == int64_t{1} << 40);
+    }
   }
 
   TEST_CASE("without a CUDA driver a valid call reports a runtime error and computes nothing") {

@@ -28,11 +28,15 @@ CallBuilder start_call(Start start) {
   return start == Start::fixed ? CallBuilder::fixed() : CallBuilder::packed({5, 0, 7}, {9, 3, 7});
 }
 
+constexpr auto kType = TSATTN_ERROR_TYPE;
 constexpr auto kValue = TSATTN_ERROR_VALUE;
 constexpr auto kNotImpl = TSATTN_ERROR_NOT_IMPLEMENTED;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 void shift_data(Tensor& t, int bytes) { t.data = static_cast<std::byte*>(t.data) + bytes; }
+
+constexpr int64_t k2Pow16 = int64_t{1} << 16, k2Pow25 = int64_t{1} << 25, k2Pow32 = int64_t{1} << 32;
+constexpr int64_t k2Pow62 = int64_t{1} << 62;
 
 const std::vector<RejectionCase>& rejection_cases() {
   static const std::vector<RejectionCase> cases = {
@@ -243,6 +247,89 @@ const std::vector<RejectionCase>& rejection_cases() {
        kValue,
        {"out overlaps"}},
 
+      // Views whose sizes overflow int64 (a wrapped element count of 0 would skip every memory check).
+      {"q element count is 2^64 (2^16 per dim)",
+       Start::fixed,
+       [](CallBuilder& c) {
+         c.q.shape = {k2Pow16, k2Pow16, k2Pow16, k2Pow16};
+         c.q.strides = {1, 1, 1, 1};
+       },
+       kValue,
+       {"q.shape=[65536, 65536, 65536, 65536] with q.strides=[1, 1, 1, 1] overflows int64",
+        "the element count (the product of the extents) is not representable"}},
+      {"q and out element counts are 2^64 with broadcast strides",
+       Start::fixed,
+       [](CallBuilder& c) {
+         for (Tensor* t : {&c.q, &c.out}) {
+           t->shape = {k2Pow32, k2Pow25, 1, 128};
+           t->strides = {0, 0, 128, 1};
+         }
+       },
+       kValue,
+       {"q.shape=[4294967296, 33554432, 1, 128] with q.strides=[0, 0, 128, 1] overflows int64", "the element count"}},
+      {"compact q with 2^71 elements",
+       Start::fixed,
+       [](CallBuilder& c) {
+         c.q.shape = {k2Pow32, k2Pow32, 1, 128};
+         c.out.shape = c.q.shape;
+       },
+       kValue,
+       {"q.shape=[4294967296, 4294967296, 1, 128] with q.strides=NULL (compact) overflows int64", "the element count"}},
+      {"empty compact q whose strides overflow",
+       Start::fixed,
+       [](CallBuilder& c) {
+         c.q.shape = {0, k2Pow32, k2Pow32, 128};
+         c.out.shape = c.q.shape;
+       },
+       kValue,
+       {"q.shape=[0, 4294967296, 4294967296, 128]", "overflows int64", "a compact stride"}},
+      {"k extent times stride overflows",
+       Start::fixed,
+       [](CallBuilder& c) {
+         c.k.strides = {k2Pow62, 256, 128, 1};
+         c.k.shape[0] = 3;
+       },
+       kValue,
+       {"k.shape=[3, 32, 2, 128] with k.strides=[4611686018427387904, 256, 128, 1] overflows int64",
+        "the largest element offset"}},
+      {"v offsets sum past int64",
+       Start::fixed,
+       [](CallBuilder& c) {
+         c.v.shape = {2, 2, 2, 128};
+         c.v.strides = {k2Pow62, k2Pow62, 128, 1};
+       },
+       kValue,
+       {"v.shape=[2, 2, 2, 128]", "overflows int64", "the largest element offset"}},
+      {"q byte span overflows",
+       Start::fixed,
+       [](CallBuilder& c) {
+         c.q.strides = {k2Pow62, 8 * 128, 128, 1};
+       },
+       kValue,
+       {"q.shape=[2, 16, 8, 128] with q.strides=[4611686018427387904, 1024, 128, 1] overflows int64", "the byte span"}},
+      {"out runs past the end of the address space",
+       Start::fixed,
+       [](CallBuilder& c) { c.out.data = reinterpret_cast<void*>(~uintptr_t{15}); },
+       kValue,
+       {"out.data=0xfffffffffffffff0 with a span of 65536 bytes runs past the end of the address space"}},
+      {"kv_indptr element count is 2^64",
+       Start::packed,
+       [](CallBuilder& c) {
+         c.kv_indptr->shape = {k2Pow32, k2Pow32};
+         c.kv_indptr->strides = {0, 1};
+       },
+       kValue,
+       {"kv_indptr.shape=[4294967296, 4294967296]", "overflows int64", "the element count"}},
+      {"bounds element count is 2^64",
+       Start::fixed,
+       [](CallBuilder& c) {
+         c.set_bounds(std::vector<int32_t>(32, 0), std::vector<int32_t>(32, 3));
+         c.ends->shape = {k2Pow32, k2Pow32};
+         c.ends->strides = {0, 0};
+       },
+       kValue,
+       {"variable_window_token_ends.shape=[4294967296, 4294967296]", "overflows int64", "the element count"}},
+
       // Options: mask, window, scales, struct size.
       {"unknown mask", Start::fixed, [](CallBuilder& c) { c.options.mask_type = 7; }, kValue, {"mask_type=7"}},
       {"window 0",
@@ -408,11 +495,25 @@ const std::vector<RejectionCase>& rejection_cases() {
        {"out overlaps variable_window_token_ends"}},
 
       // Indptrs.
-      {"indptr int64",
+      {"qo_indptr int64",
        Start::packed,
        [](CallBuilder& c) { c.qo_indptr->dtype = TSATTN_DTYPE_INT64; },
-       kValue,
-       {"qo_indptr must have dtype int32", "int64"}},
+       kType,
+       {"qo_indptr has dtype int64; expected int32"}},
+      {"kv_indptr float32",
+       Start::packed,
+       [](CallBuilder& c) { c.kv_indptr->dtype = TSATTN_DTYPE_FLOAT32; },
+       kType,
+       {"kv_indptr has dtype float32; expected int32"}},
+      {"kv_indptr int16 on another device",
+       Start::packed,
+       [](CallBuilder& c) {
+         c.kv_indptr->dtype = TSATTN_DTYPE_INT16;
+         c.kv_indptr->device_type = TSATTN_DEVICE_CUDA;
+         c.kv_indptr->device_id = 1;
+       },
+       kType,
+       {"kv_indptr has dtype int16; expected int32"}},
       {"indptr 2-D",
        Start::packed,
        [](CallBuilder& c) {

@@ -147,8 +147,8 @@ CASES = [  # arguments are built lazily: no CUDA tensor at collection time
     (
         "packed_indptr_int64",
         lambda: _packed(qo_indptr=torch.tensor([0, 5, 20])),
-        ValueError,
-        ["qo_indptr must have dtype int32", "int64"],
+        TypeError,
+        ["qo_indptr has dtype int64; expected int32"],
     ),
     ("packed_indptr_not_from_zero", lambda: _packed(qo_indptr=i32([1, 5, 20])), ValueError, ["qo_indptr[0]=1"]),
     (

@@ -112,6 +112,17 @@ def test_c_side_rejection_on_cpu(case, overrides, exc, needles):
     assert_rejected(exc, needles, args)
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32, torch.int16], ids=str)
+@pytest.mark.parametrize("name", ["qo_indptr", "kv_indptr"])
+def test_indptr_of_another_dtype_is_a_type_error(name, dtype):
+    """As in prims_ts. The C library checks dtypes before devices, so CPU tensors reach this check."""
+    q = torch.zeros(4, 2, 128, dtype=torch.float16)
+    indptr = torch.tensor([0, 4], dtype=torch.int32)
+    args = dict(q=q, k=q.clone(), v=q.clone(), qo_indptr=indptr, kv_indptr=indptr.clone())
+    args[name] = args[name].to(dtype)
+    assert_rejected(TypeError, [f"{name} has dtype {str(dtype).replace('torch.', '')}; expected int32"], args)
+
+
 def test_rejected_call_leaves_out_untouched():
     q, k, v = _qkv()
     out = torch.full_like(q, float("nan"))
