@@ -375,7 +375,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
     if (lse.shape != expected)
       raise(ErrorKind::value, "lse.shape={} must be q.shape[:-1]=[{}] ({})", lse.shape_text(),
             fmt::join(expected, ", "), packed ? "[total_q, Hq]" : "[B, Sq, Hq]");
-    if (lse.numel() > 0 && reinterpret_cast<uintptr_t>(lse.view->data) % alignof(float) != 0)
+    if (lse.numel > 0 && reinterpret_cast<uintptr_t>(lse.view->data) % alignof(float) != 0)
       raise(ErrorKind::value, "lse.data is not 4-byte aligned");
     check_no_self_overlap(lse);
     for (const CheckedTensor* t : {&q, &k, &v, &out}) check_disjoint(lse, *t);
