@@ -55,12 +55,6 @@ struct TsattnPrefillParams {
   float scale_log2;  // sm_scale * log2(e): scores go through exp2
   float output_scale;
 
-  // Log-sum-exp output (null: not written). fp32, element (b, i, h) at lse + b*lse_batch_stride +
-  // (qo_token_offset(b) + i)*lse_token_stride + h*lse_head_stride: the natural log of the sum of
-  // exp(sm_scale * q.k) over the row's visible keys, -inf for a row that sees none.
-  float* lse;
-  long long lse_batch_stride, lse_token_stride, lse_head_stride;
-
   // The scheduler's work: items w in [0, num_tiles * num_qo_heads), one (tile, query head) each,
   // in chunks of tiles_per_chunk consecutive tiles x all heads; inside a chunk kv head by kv head,
   // then tile, then the query heads of the group (common/work_items.cuh decodes it). Items that
@@ -98,6 +92,12 @@ struct TsattnPrefillParams {
   int split_slots;
   int* split_flags;
   float* split_partials;
+
+  // Log-sum-exp output (null: not written). fp32, element (b, i, h) at lse + b*lse_batch_stride +
+  // (qo_token_offset(b) + i)*lse_token_stride + h*lse_head_stride: the natural log of the sum of
+  // exp(sm_scale * q.k) over the row's visible keys, -inf for a row that sees none.
+  float* lse;
+  long long lse_batch_stride, lse_token_stride, lse_head_stride;
 };
 
 // The sm90a family's second kernel parameter: TMA descriptors (the driver's opaque CUtensorMap,

@@ -20,17 +20,22 @@ __device__ __forceinline__ float approx_log2(float x) {
   return y;
 }
 
-// Writes the lse of row `row` of request `b` (absolute token `token`) and query head `head` from
-// this thread's part of l: every lane of the warp must call it (the quad's sum is shuffled); lane
-// c == 0 of the quad writes, and only rows below q_len.
+// Stores the lse of a row whose running max is m and whose whole sum (all four quad threads') is l,
+// for request b, absolute token `token` and query head `head`.
+__device__ __forceinline__ void store_row_lse(const TsattnPrefillParams& p, float m, float l, int b, int token,
+                                              int head) {
+  const float lse = l > 0.0f ? (m * p.scale_log2 + approx_log2(l)) * 0.6931471805599453f : neg_inf();
+  p.lse[token_offset(p.lse_batch_stride, p.lse_token_stride, p.lse_head_stride, b, token, head)] = lse;
+}
+
+// The same from this thread's part of l: every lane of the warp must call it (the quad's sum is
+// shuffled); lane c == 0 of the quad writes, and only rows below q_len.
 __device__ __forceinline__ void write_row_lse(const TsattnPrefillParams& p, float m, float l_part, int b, int row,
                                               int q_len, int token, int head, int c) {
   float l = l_part;
   l += __shfl_xor_sync(0xFFFFFFFFu, l, 1);
   l += __shfl_xor_sync(0xFFFFFFFFu, l, 2);
-  if (c != 0 || row >= q_len) return;
-  const float lse = l > 0.0f ? (m * p.scale_log2 + approx_log2(l)) * 0.6931471805599453f : neg_inf();
-  p.lse[token_offset(p.lse_batch_stride, p.lse_token_stride, p.lse_head_stride, b, token, head)] = lse;
+  if (c == 0 && row < q_len) store_row_lse(p, m, l, b, token, head);
 }
 
 }  // namespace tsattn_dev
