@@ -92,8 +92,7 @@ __device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& p
 
 // Normalizes O and writes this thread's rows (below q_len): staged through o_buffer (above), or
 // as pairs of the output dtype straight from the accumulators (without staging, and with
-// kOutputInQ for an item without key tiles: its Q buffer may already be filling for a later item),
-// and the rows' log-sum-exp when params.lse asks for it.
+// kOutputInQ for an item without key tiles: its Q buffer may already be filling for a later item).
 __device__ __forceinline__ void write_output(const TsattnPrefillParams& params, const TsattnTensorMaps& maps,
                                              const WorkItem& item, float (&o)[kOAccum], const RowState& rows,
                                              int row_in_tile, int c, bool staged, u32 o_buffer) {
@@ -108,9 +107,6 @@ __device__ __forceinline__ void write_output(const TsattnPrefillParams& params, 
     sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
     // l == 0: the row saw no key (or every p underflowed): output 0, never 0/0.
     inv[h] = sum > 0.0f ? params.output_scale / sum : 0.0f;
-    const int row = item.q_tile * kBlockM + row_in_tile + 8 * h;
-    if (params.lse != nullptr && c == 0 && row < item.extent.q_len)
-      store_row_lse(params, rows.m[h], sum, item.request, item.extent.q_begin + row, item.head);
   }
   if constexpr (kStagedOutput) {
     // e4m3 inputs: O's own buffer, free for every item (one code path: a larger epilogue moves

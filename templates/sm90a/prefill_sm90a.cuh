@@ -109,8 +109,19 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, const
           (tiles.first_key != 0 || static_cast<u32>(tiles.num_tiles) != split_steps(params)))
         writes = merge_split_parts<kCtas>(params, tiles.first_key != 0, o, rows, t + 128 * consumer);
     }
-    if (writes)
+    if (writes) {
       write_output(params, maps, item, o, rows, row_in_tile, c, staged, kOutputInQ ? q_buffer : smem + kOOffset);
+      // The rows' log-sum-exp apart from write_output: inside it, the e4m3 D256 causal packed
+      // kernels spilled.
+      if (params.lse != nullptr) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = item.q_tile * kBlockM + row_in_tile + 8 * h;
+          write_row_lse(params, rows.m[h], rows.l[h], item.request, row, item.extent.q_len, item.extent.q_begin + row,
+                        item.head, c);
+        }
+      }
+    }
     if (kOutputInQ && staged) mbarrier_arrive(bars + 8 * (kQEmpty + qb));  // O read back: Q's buffer is free
   }
   if (kPingPong && consumer == 0) take_turn(consumer);  // consumer 1's last pass
