@@ -1,0 +1,302 @@
+"""BatchPrefillTSWrapper: plan once, run every layer (docs/contract.md, "Plan once, run every layer").
+
+``plan()`` checks the settings and has the library choose and load the kernel and allocate the
+plan's workspace (``tsattn_prefill_plan_create``); it may take milliseconds (seconds when the kernel
+is compiled). ``run()`` only hands tensors over: the ``tsattn_tensor_view``s and run options live in
+one buffer at fixed addresses and are rewritten in place with ``struct.pack_into``, so a run builds
+no ctypes object and calls one C function.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import numbers
+import struct
+from typing import Optional
+
+import torch
+
+from . import _library
+from ._args import _dtype_name, _is_bool, check_scalars, check_tensor
+from ._call import MASK_CODES
+from ._views import ATTENTION_DTYPES, CODE_DTYPES, DTYPE_CODES, DTYPE_OTHER, DTYPE_UNSET
+
+_DEVICE_CPU, _DEVICE_CUDA = 1, 2
+_MAX_RANK = 8  # tsattn_tensor_view's limit
+# tsattn_tensor_view: data, dtype, device_type, device_id, ndim, shape, strides (native alignment,
+# as the C compiler lays it out; checked against ctypes below).
+_VIEW = struct.Struct("@P4iPP")
+_VIEW_HEAD = struct.Struct("@P4i")
+_SHAPE_BYTES = 8 * _MAX_RANK
+# shape[0:n] at the slot's dims, strides[0:n] _SHAPE_BYTES further.
+_DIMS = [struct.Struct(f"@{n}q{8 * (_MAX_RANK - n)}x{n}q") for n in range(_MAX_RANK + 1)]
+# tsattn_prefill_run_options: struct_size, starts, ends, lse, validate, stream.
+_RUN_OPTIONS = struct.Struct("@N3PiP")
+_SLOT = 48 + 2 * _SHAPE_BYTES  # one view and its dims
+_Q, _K, _V, _OUT, _QO, _KV, _STARTS, _ENDS = range(8)
+_SLOTS = 8
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _current_stream(index: int) -> int:
+    """torch's current stream of cuda:index, as the CUstream address (0: the legacy default stream)."""
+    if _raw_stream is not None:
+        return _raw_stream(index)
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+def _check_int(value, name: str, bits: int) -> int:
+    if _is_bool(value) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int (got {type(value).__name__}: {value!r})")
+    value = int(value)
+    # ctypes stores an int field modulo 2^bits, so C would see another value than the caller's.
+    if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        raise ValueError(f"{name}={value} does not fit in int{bits}")
+    return value
+
+
+def _attention_dtype(value, name: str) -> int:
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"{name} must be a torch.dtype (got {type(value).__name__}: {value!r})")
+    if value not in ATTENTION_DTYPES:
+        raise NotImplementedError(
+            f"{name}={_dtype_name(value)} is not supported; supported: "
+            + ", ".join(_dtype_name(d) for d in ATTENTION_DTYPES)
+        )
+    return DTYPE_CODES[value]
+
+
+def _device_index(device) -> int:
+    if _is_bool(device) or not isinstance(device, (torch.device, str, numbers.Integral)):
+        raise TypeError(f"device must be a torch.device, str or int (got {type(device).__name__}: {device!r})")
+    try:
+        resolved = torch.device(int(device) if isinstance(device, numbers.Integral) else device)
+    except RuntimeError as e:
+        raise ValueError(f"device={device!r} is not a device: {e}") from None
+    if resolved.type != "cuda":
+        raise ValueError(f"device must be a CUDA device (got {resolved})")
+    if resolved.index is not None:
+        return resolved.index
+    return torch.cuda.current_device() if torch.cuda.is_available() else 0
+
+
+def _where(tensor: torch.Tensor, name: str):
+    """(device_type, device_id) of a tensor the C ABI can be told of (validate=True's checks)."""
+    if tensor.layout is not torch.strided:
+        raise ValueError(f"{name} must be a dense strided tensor (got layout {tensor.layout})")
+    if tensor.is_cuda:
+        return _DEVICE_CUDA, tensor.get_device()
+    if tensor.device.type == "cpu":
+        return _DEVICE_CPU, 0
+    raise ValueError(f"{name} must be a CUDA tensor (got a tensor on {tensor.device})")
+
+
+class BatchPrefillTSWrapper:
+    """Plan once, run every layer: ``plan()`` fixes everything that does not depend on tensor
+    values and capacities (batch size, per-request lengths) and owns the workspace; ``run()`` then
+    only launches, on torch's current stream, as often as needed with any shapes within the
+    capacities. One wrapper per stream or thread of use: its runs share its workspace, so they must
+    be ordered on the device. ``run`` is bit for bit ``batch_prefill`` with the same arguments.
+    """
+
+    def __init__(self) -> None:
+        self._handle: Optional[int] = None
+        self._lib = None
+        self._buffer = bytearray(_SLOT * _SLOTS + _RUN_OPTIONS.size)
+        # The ctypes view pins the buffer: a bytearray cannot move while it is exported.
+        self._memory = (ctypes.c_char * len(self._buffer)).from_buffer(self._buffer)
+        base = ctypes.addressof(self._memory)
+        self._addresses = []
+        for slot in range(_SLOTS):
+            offset = slot * _SLOT
+            dims = base + offset + 48
+            _VIEW.pack_into(self._buffer, offset, 0, 0, 0, 0, 0, dims, dims + _SHAPE_BYTES)
+            self._addresses.append(base + offset)
+        self._options_offset = _SLOT * _SLOTS
+        self._options_address = base + self._options_offset
+
+    def plan(
+        self,
+        *,
+        device,
+        batch_size: int,
+        max_seq_len_q: int,
+        max_kv_len: int,
+        num_qo_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        q_dtype: torch.dtype,
+        kv_dtype: torch.dtype,
+        out_dtype: Optional[torch.dtype] = None,
+        packed: bool = False,
+        mask_type: str = "dense",
+        window_left: int = -1,
+        sm_scale: Optional[float] = None,
+        output_scale: float = 1.0,
+    ) -> None:
+        """Checks the settings, chooses and loads the kernel (compiling it on first use) and
+        allocates the workspace on ``device``. Replaces a previous plan; if it fails, the wrapper
+        holds no plan."""
+        index = _device_index(device)
+        capacities = [
+            _check_int(value, name, 64)
+            for value, name in (
+                (batch_size, "batch_size"),
+                (max_seq_len_q, "max_seq_len_q"),
+                (max_kv_len, "max_kv_len"),
+            )
+        ]
+        heads = [
+            _check_int(value, name, 32)
+            for value, name in ((num_qo_heads, "num_qo_heads"), (num_kv_heads, "num_kv_heads"), (head_dim, "head_dim"))
+        ]
+        q_code = _attention_dtype(q_dtype, "q_dtype")
+        kv_code = _attention_dtype(kv_dtype, "kv_dtype")
+        if not isinstance(packed, bool):
+            raise TypeError(f"packed must be a bool (got {type(packed).__name__}: {packed!r})")
+        s = check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype)
+
+        lib = _library.library()
+        options = _library.PlanOptions()
+        lib.tsattn_prefill_plan_options_init(ctypes.byref(options))
+        options.struct_size = ctypes.sizeof(_library.PlanOptions)
+        options.device_id = index
+        options.layout = 1 if packed else 0
+        options.batch_size, options.max_seq_len_q, options.max_kv_len = capacities
+        options.num_qo_heads, options.num_kv_heads, options.head_dim = heads
+        options.q_dtype = q_code
+        options.kv_dtype = kv_code
+        options.out_dtype = s.out_dtype_code
+        options.mask_type = MASK_CODES[s.mask_type]
+        options.window_left = s.window_left
+        options.has_sm_scale = 0 if s.sm_scale is None else 1
+        options.sm_scale = 0.0 if s.sm_scale is None else s.sm_scale
+        options.output_scale = s.output_scale
+
+        self._release()
+        handle = ctypes.c_void_p()
+        _library.check(lib.tsattn_prefill_plan_create(ctypes.byref(options), ctypes.byref(handle)))
+        self._lib = lib
+        self._run_c = lib.tsattn_prefill_plan_run
+        self._handle = handle.value
+        self._device_index = index
+        self._out_dtype = q_dtype if s.out_dtype_code == DTYPE_UNSET else CODE_DTYPES[s.out_dtype_code]
+
+    def run(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        qo_indptr: Optional[torch.Tensor] = None,
+        kv_indptr: Optional[torch.Tensor] = None,
+        *,
+        variable_window_token_starts: Optional[torch.Tensor] = None,
+        variable_window_token_ends: Optional[torch.Tensor] = None,
+        out: Optional[torch.Tensor] = None,
+        return_lse: bool = False,
+        validate: bool = True,
+    ) -> torch.Tensor:
+        """out = attention(q, k, v) with the plan's settings, queued on torch's current stream of
+        the plan's device; returns out (allocated when not given). Tensors as ``batch_prefill``
+        takes them; shapes and host indptr values within the plan's capacities. ``validate=False``
+        skips the host checks (lengths beyond the capacities are clamped, never read out of
+        bounds)."""
+        handle = self._handle
+        if handle is None:
+            raise RuntimeError("BatchPrefillTSWrapper.run() needs a plan: call plan() first")
+        if return_lse is not False:
+            if return_lse is True:
+                raise NotImplementedError("return_lse is not available yet")
+            raise TypeError(f"return_lse must be a bool (got {type(return_lse).__name__}: {return_lse!r})")
+        if validate is not True and validate is not False:
+            raise TypeError(f"validate must be a bool (got {type(validate).__name__}: {validate!r})")
+        tensor = torch.Tensor
+        if not (isinstance(q, tensor) and isinstance(k, tensor) and isinstance(v, tensor)):
+            for value, name in ((q, "q"), (k, "k"), (v, "v")):
+                check_tensor(value, name, optional=False)
+        starts, ends = variable_window_token_starts, variable_window_token_ends
+        for value, name in (
+            (qo_indptr, "qo_indptr"),
+            (kv_indptr, "kv_indptr"),
+            (starts, "variable_window_token_starts"),
+            (ends, "variable_window_token_ends"),
+            (out, "out"),
+        ):
+            if value is not None and not isinstance(value, tensor):
+                check_tensor(value, name, optional=True)
+        if out is None:
+            out = torch.empty(q.shape, dtype=self._out_dtype, device=q.device)
+
+        buffer, put, a = self._buffer, self._put, self._addresses
+        if validate:
+            put(_Q, q, *_where(q, "q"))
+            put(_K, k, *_where(k, "k"))
+            put(_V, v, *_where(v, "v"))
+            put(_OUT, out, *_where(out, "out"))
+        else:
+            device = self._device_index
+            put(_Q, q, _DEVICE_CUDA, device)
+            put(_K, k, _DEVICE_CUDA, device)
+            put(_V, v, _DEVICE_CUDA, device)
+            put(_OUT, out, _DEVICE_CUDA, device)
+        qo = kv = starts_address = ends_address = None
+        if qo_indptr is not None:
+            put(_QO, qo_indptr, *_where(qo_indptr, "qo_indptr"))
+            qo = a[_QO]
+        if kv_indptr is not None:
+            put(_KV, kv_indptr, *_where(kv_indptr, "kv_indptr"))
+            kv = a[_KV]
+        if starts is not None:
+            put(_STARTS, starts, *_where(starts, "variable_window_token_starts"))
+            starts_address = a[_STARTS]
+        if ends is not None:
+            put(_ENDS, ends, *_where(ends, "variable_window_token_ends"))
+            ends_address = a[_ENDS]
+        _RUN_OPTIONS.pack_into(
+            buffer,
+            self._options_offset,
+            _RUN_OPTIONS.size,
+            starts_address or 0,
+            ends_address or 0,
+            0,
+            1 if validate else 0,
+            _current_stream(self._device_index),
+        )
+        status = self._run_c(handle, a[_Q], a[_K], a[_V], qo, kv, self._options_address, a[_OUT])
+        if status:
+            _library.check(status)
+        return out
+
+    def _put(self, slot: int, tensor: torch.Tensor, device_type: int, device_id: int) -> None:
+        """Rewrites the view of `slot` in place for tensor."""
+        ndim = tensor.dim()
+        if ndim > _MAX_RANK:
+            raise ValueError(f"a tensor of {ndim} dimensions cannot be passed (at most {_MAX_RANK})")
+        offset = slot * _SLOT
+        _VIEW_HEAD.pack_into(
+            self._buffer,
+            offset,
+            tensor.data_ptr(),
+            DTYPE_CODES.get(tensor.dtype, DTYPE_OTHER),
+            device_type,
+            device_id,
+            ndim,
+        )
+        _DIMS[ndim].pack_into(self._buffer, offset + 48, *tensor.shape, *tensor.stride())
+
+    def _release(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None and self._lib is not None:
+            self._lib.tsattn_prefill_plan_destroy(handle)
+
+    def __del__(self) -> None:
+        try:
+            self._release()
+        except Exception:  # interpreter shutdown: the library may already be gone
+            pass
+
+
+# The hot path packs these structs by hand: their layout must be the C one.
+assert _VIEW.size == ctypes.sizeof(_library.TensorView)
+assert _RUN_OPTIONS.size == ctypes.sizeof(_library.RunOptions)
