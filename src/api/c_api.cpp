@@ -111,8 +111,6 @@ TSATTN_API tsattn_status tsattn_prefill_plan_run(tsattn_prefill_plan* plan, cons
                                                  const tsattn_tensor_view* out) {
   last_kernel = "";
   return guarded([&] {
-    if (plan == nullptr)
-      tsattn::raise(tsattn::ErrorKind::value, "plan is a null pointer; make one with tsattn_prefill_plan_create()");
     tsattn::RunArguments args;
     args.views = {q, k, v, qo_indptr, kv_indptr, out, nullptr, nullptr};
     if (options != nullptr) {
@@ -124,6 +122,8 @@ TSATTN_API tsattn_status tsattn_prefill_plan_run(tsattn_prefill_plan* plan, cons
       args.validate = options->validate != 0;
       args.stream = options->stream;
     }
+    if (plan == nullptr)
+      tsattn::raise(tsattn::ErrorKind::value, "plan is a null pointer; make one with tsattn_prefill_plan_create()");
     const char* launched = plan->plan.run(args);
     if (launched != nullptr) last_kernel = launched;
   });
