@@ -128,6 +128,7 @@ const char* PrefillPlan::run(const RunArguments& args) {
   check_stream(stream);
   Problem p = args.validate ? checked_run_problem(settings_, args.views, args.stream)
                             : unchecked_run_problem(settings_, args.views, args.stream);
+  if (p.batch == 0 || p.q_tokens == 0) return nullptr;  // no query rows: nothing to write
   if (p.layout == Layout::packed) {
     if (p.indptr_on_host) upload_indptrs(args.views, p, stream);
     p.indptr_on_host = false;  // runs always plan their tile list on the device
@@ -136,7 +137,7 @@ const char* PrefillPlan::run(const RunArguments& args) {
   if (choice_.spec.family == KernelFamily::sm90a) encode_maps(p, facts);
   // The one-shot call's plan for this shape: the same order, chunks and split tail, so the same bits.
   const LaunchPlan plan = plan_launch(p, facts, multiprocessors_, knobs_);
-  if (!plan.launches) return nullptr;  // no query rows: nothing to write
+  if (!plan.launches) return nullptr;
   if (plan.workspace.bytes > layout_.launch.bytes)
     raise(ErrorKind::runtime, "internal error: a run needs {} workspace bytes but the plan holds {}",
           plan.workspace.bytes, layout_.launch.bytes);
