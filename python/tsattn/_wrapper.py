@@ -26,10 +26,11 @@ _MAX_RANK = 8  # tsattn_tensor_view's limit
 # tsattn_tensor_view: data, dtype, device_type, device_id, ndim, shape, strides (native alignment,
 # as the C compiler lays it out; checked against ctypes below).
 _VIEW = struct.Struct("@P4iPP")
-_VIEW_HEAD = struct.Struct("@P4i")
 _SHAPE_BYTES = 8 * _MAX_RANK
-# shape[0:n] at the slot's dims, strides[0:n] _SHAPE_BYTES further.
+# shape[0:n] at the slot's dims, and strides[0:n] _SHAPE_BYTES further (_DIMS) or none (_SHAPES:
+# a contiguous tensor's view has strides = NULL, compact row-major).
 _DIMS = [struct.Struct(f"@{n}q{8 * (_MAX_RANK - n)}x{n}q") for n in range(_MAX_RANK + 1)]
+_SHAPES = [struct.Struct(f"@{n}q") for n in range(_MAX_RANK + 1)]
 # tsattn_prefill_run_options: struct_size, starts, ends, lse, validate, stream.
 _RUN_OPTIONS = struct.Struct("@N3PiP")
 _SLOT = 48 + 2 * _SHAPE_BYTES  # one view and its dims
@@ -81,17 +82,6 @@ def _device_index(device) -> int:
     return torch.cuda.current_device() if torch.cuda.is_available() else 0
 
 
-def _where(tensor: torch.Tensor, name: str):
-    """(device_type, device_id) of a tensor the C ABI can be told of (validate=True's checks)."""
-    if tensor.layout is not torch.strided:
-        raise ValueError(f"{name} must be a dense strided tensor (got layout {tensor.layout})")
-    if tensor.is_cuda:
-        return _DEVICE_CUDA, tensor.get_device()
-    if tensor.device.type == "cpu":
-        return _DEVICE_CPU, 0
-    raise ValueError(f"{name} must be a CUDA tensor (got a tensor on {tensor.device})")
-
-
 class BatchPrefillTSWrapper:
     """Plan once, run every layer: ``plan()`` fixes everything that does not depend on tensor
     values and capacities (batch size, per-request lengths) and owns the workspace; ``run()`` then
@@ -107,12 +97,8 @@ class BatchPrefillTSWrapper:
         # The ctypes view pins the buffer: a bytearray cannot move while it is exported.
         self._memory = (ctypes.c_char * len(self._buffer)).from_buffer(self._buffer)
         base = ctypes.addressof(self._memory)
-        self._addresses = []
-        for slot in range(_SLOTS):
-            offset = slot * _SLOT
-            dims = base + offset + 48
-            _VIEW.pack_into(self._buffer, offset, 0, 0, 0, 0, 0, dims, dims + _SHAPE_BYTES)
-            self._addresses.append(base + offset)
+        self._addresses = [base + slot * _SLOT for slot in range(_SLOTS)]
+        self._dims = [address + 48 for address in self._addresses]
         self._options_offset = _SLOT * _SLOTS
         self._options_address = base + self._options_offset
 
@@ -202,15 +188,15 @@ class BatchPrefillTSWrapper:
         takes them; shapes and host indptr values within the plan's capacities. ``validate=False``
         skips the host checks (lengths beyond the capacities are clamped, never read out of
         bounds)."""
-        handle = self._handle
-        if handle is None:
-            raise RuntimeError("BatchPrefillTSWrapper.run() needs a plan: call plan() first")
         if return_lse is not False:
             if return_lse is True:
                 raise NotImplementedError("return_lse is not available yet")
             raise TypeError(f"return_lse must be a bool (got {type(return_lse).__name__}: {return_lse!r})")
         if validate is not True and validate is not False:
             raise TypeError(f"validate must be a bool (got {type(validate).__name__}: {validate!r})")
+        handle = self._handle
+        if handle is None:
+            raise RuntimeError("BatchPrefillTSWrapper.run() needs a plan: call plan() first")
         tensor = torch.Tensor
         if not (isinstance(q, tensor) and isinstance(k, tensor) and isinstance(v, tensor)):
             for value, name in ((q, "q"), (k, "k"), (v, "v")):
@@ -228,37 +214,31 @@ class BatchPrefillTSWrapper:
         if out is None:
             out = torch.empty(q.shape, dtype=self._out_dtype, device=q.device)
 
-        buffer, put, a = self._buffer, self._put, self._addresses
-        if validate:
-            put(_Q, q, *_where(q, "q"))
-            put(_K, k, *_where(k, "k"))
-            put(_V, v, *_where(v, "v"))
-            put(_OUT, out, *_where(out, "out"))
-        else:
-            device = self._device_index
-            put(_Q, q, _DEVICE_CUDA, device)
-            put(_K, k, _DEVICE_CUDA, device)
-            put(_V, v, _DEVICE_CUDA, device)
-            put(_OUT, out, _DEVICE_CUDA, device)
-        qo = kv = starts_address = ends_address = None
+        put, a = self._put, self._addresses
+        put(_Q, q, "q", validate)
+        put(_K, k, "k", validate)
+        put(_V, v, "v", validate)
+        put(_OUT, out, "out", validate)
+        qo = kv = None
+        starts_address = ends_address = 0
         if qo_indptr is not None:
-            put(_QO, qo_indptr, *_where(qo_indptr, "qo_indptr"))
+            put(_QO, qo_indptr, "qo_indptr", validate)
             qo = a[_QO]
         if kv_indptr is not None:
-            put(_KV, kv_indptr, *_where(kv_indptr, "kv_indptr"))
+            put(_KV, kv_indptr, "kv_indptr", validate)
             kv = a[_KV]
         if starts is not None:
-            put(_STARTS, starts, *_where(starts, "variable_window_token_starts"))
+            put(_STARTS, starts, "variable_window_token_starts", validate)
             starts_address = a[_STARTS]
         if ends is not None:
-            put(_ENDS, ends, *_where(ends, "variable_window_token_ends"))
+            put(_ENDS, ends, "variable_window_token_ends", validate)
             ends_address = a[_ENDS]
         _RUN_OPTIONS.pack_into(
-            buffer,
+            self._buffer,
             self._options_offset,
             _RUN_OPTIONS.size,
-            starts_address or 0,
-            ends_address or 0,
+            starts_address,
+            ends_address,
             0,
             1 if validate else 0,
             _current_stream(self._device_index),
@@ -268,22 +248,31 @@ class BatchPrefillTSWrapper:
             _library.check(status)
         return out
 
-    def _put(self, slot: int, tensor: torch.Tensor, device_type: int, device_id: int) -> None:
-        """Rewrites the view of `slot` in place for tensor."""
-        ndim = tensor.dim()
+    def _put(self, slot: int, tensor: torch.Tensor, name: str, validate: bool) -> None:
+        """Rewrites the view of `slot` in place for tensor: a CUDA tensor, or a host one (indptrs)."""
+        if validate and tensor.layout is not torch.strided:
+            raise ValueError(f"{name} must be a dense strided tensor (got layout {tensor.layout})")
+        device_id = tensor.get_device()  # -1: not a CUDA tensor
+        if device_id >= 0:
+            device_type = _DEVICE_CUDA
+        elif tensor.is_cpu:
+            device_type, device_id = _DEVICE_CPU, 0
+        else:
+            raise ValueError(f"{name} must be a CUDA tensor (got a tensor on {tensor.device})")
+        shape = tensor.shape
+        ndim = len(shape)
         if ndim > _MAX_RANK:
-            raise ValueError(f"a tensor of {ndim} dimensions cannot be passed (at most {_MAX_RANK})")
+            raise ValueError(f"{name}.ndim={ndim} is out of range [0, {_MAX_RANK}]")
         offset = slot * _SLOT
-        _VIEW_HEAD.pack_into(
-            self._buffer,
-            offset,
-            tensor.data_ptr(),
-            DTYPE_CODES.get(tensor.dtype, DTYPE_OTHER),
-            device_type,
-            device_id,
-            ndim,
-        )
-        _DIMS[ndim].pack_into(self._buffer, offset + 48, *tensor.shape, *tensor.stride())
+        dims = self._dims[slot]
+        code = DTYPE_CODES.get(tensor.dtype, DTYPE_OTHER)
+        if tensor.is_contiguous():
+            _VIEW.pack_into(self._buffer, offset, tensor.data_ptr(), code, device_type, device_id, ndim, dims, 0)
+            _SHAPES[ndim].pack_into(self._buffer, offset + 48, *shape)
+        else:
+            strides = dims + _SHAPE_BYTES
+            _VIEW.pack_into(self._buffer, offset, tensor.data_ptr(), code, device_type, device_id, ndim, dims, strides)
+            _DIMS[ndim].pack_into(self._buffer, offset + 48, *shape, *tensor.stride())
 
     def _release(self) -> None:
         handle, self._handle = self._handle, None
