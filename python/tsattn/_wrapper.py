@@ -17,9 +17,9 @@ from typing import Optional
 import torch
 
 from . import _library
-from ._args import _dtype_name, _is_bool, check_scalars, check_tensor
+from ._args import _is_bool, attention_dtype_code, check_scalars, check_tensors
 from ._call import MASK_CODES
-from ._views import ATTENTION_DTYPES, CODE_DTYPES, DTYPE_CODES, DTYPE_OTHER, DTYPE_UNSET
+from ._views import CODE_DTYPES, DTYPE_CODES, DTYPE_OTHER, DTYPE_UNSET
 
 _DEVICE_CPU, _DEVICE_CUDA = 1, 2
 _MAX_RANK = 8  # tsattn_tensor_view's limit
@@ -55,17 +55,6 @@ def _check_int(value, name: str, bits: int) -> int:
     if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
         raise ValueError(f"{name}={value} does not fit in int{bits}")
     return value
-
-
-def _attention_dtype(value, name: str) -> int:
-    if not isinstance(value, torch.dtype):
-        raise TypeError(f"{name} must be a torch.dtype (got {type(value).__name__}: {value!r})")
-    if value not in ATTENTION_DTYPES:
-        raise NotImplementedError(
-            f"{name}={_dtype_name(value)} is not supported; supported: "
-            + ", ".join(_dtype_name(d) for d in ATTENTION_DTYPES)
-        )
-    return DTYPE_CODES[value]
 
 
 def _device_index(device) -> int:
@@ -137,8 +126,8 @@ class BatchPrefillTSWrapper:
             _check_int(value, name, 32)
             for value, name in ((num_qo_heads, "num_qo_heads"), (num_kv_heads, "num_kv_heads"), (head_dim, "head_dim"))
         ]
-        q_code = _attention_dtype(q_dtype, "q_dtype")
-        kv_code = _attention_dtype(kv_dtype, "kv_dtype")
+        q_code = attention_dtype_code(q_dtype, "q_dtype")
+        kv_code = attention_dtype_code(kv_dtype, "kv_dtype")
         if not isinstance(packed, bool):
             raise TypeError(f"packed must be a bool (got {type(packed).__name__}: {packed!r})")
         s = check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype)
@@ -197,20 +186,14 @@ class BatchPrefillTSWrapper:
         handle = self._handle
         if handle is None:
             raise RuntimeError("BatchPrefillTSWrapper.run() needs a plan: call plan() first")
-        tensor = torch.Tensor
-        if not (isinstance(q, tensor) and isinstance(k, tensor) and isinstance(v, tensor)):
-            for value, name in ((q, "q"), (k, "k"), (v, "v")):
-                check_tensor(value, name, optional=False)
         starts, ends = variable_window_token_starts, variable_window_token_ends
-        for value, name in (
-            (qo_indptr, "qo_indptr"),
-            (kv_indptr, "kv_indptr"),
-            (starts, "variable_window_token_starts"),
-            (ends, "variable_window_token_ends"),
-            (out, "out"),
-        ):
-            if value is not None and not isinstance(value, tensor):
-                check_tensor(value, name, optional=True)
+        # The common case in a few isinstance calls; the messages come from check_tensors.
+        tensor = torch.Tensor
+        typed = isinstance(q, tensor) and isinstance(k, tensor) and isinstance(v, tensor)
+        for value in (qo_indptr, kv_indptr, starts, ends, out):
+            typed = typed and (value is None or isinstance(value, tensor))
+        if not typed:
+            check_tensors(q, k, v, qo_indptr, kv_indptr, starts, ends, out)
         if out is None:
             out = torch.empty(q.shape, dtype=self._out_dtype, device=q.device)
 

@@ -247,6 +247,11 @@ Problem unchecked_run_problem(const PlanSettings& plan, const RunViews& views, v
     p.qo_indptr = static_cast<const int32_t*>(qo.data);
     p.kv_indptr = static_cast<const int32_t*>(kv.data);
     p.indptr_on_host = qo.device_type != TSATTN_DEVICE_CUDA;
+    // Host values are read by the run itself: both on one side, with memory behind them.
+    if ((kv.device_type != TSATTN_DEVICE_CUDA) != p.indptr_on_host)
+      raise(ErrorKind::value, "qo_indptr and kv_indptr must both be on the host or both on the GPU");
+    if (p.indptr_on_host && (qo.data == nullptr || kv.data == nullptr))
+      raise(ErrorKind::value, "{} is null", qo.data == nullptr ? "qo_indptr.data" : "kv_indptr.data");
   }
   if (want.mask == MaskMode::variable_window) {
     const int bounds_rank = fixed ? 2 : 1;

@@ -368,6 +368,10 @@ TEST_SUITE("api/plan_arguments") {
       CHECK(p.q_tokens == 256);
       CHECK(p.kv_tokens == 6);
       CHECK(p.indptr_on_host);
+      call.kv_indptr = call.kv_mem->fake_cuda();  // one on each side: the host one cannot be read safely
+      w = call.views();
+      check_error([&] { unchecked_run_problem(packed, run_views(w, call), nullptr); }, TSATTN_ERROR_VALUE,
+                  {"both be on the host or both on the GPU"});
     }
     SUBCASE("what the reads depend on is still required") {
       const auto unchecked = [&](const std::function<void(CallBuilder&)>& mutate) {

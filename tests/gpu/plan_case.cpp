@@ -134,6 +134,26 @@ void RunData::set_indptrs(const std::vector<int32_t>& qo, const std::vector<int3
   }
 }
 
+namespace {
+
+// The status and message of a C++ call that may throw tsattn::Error.
+template <class Call>
+tsattn_status status_of(Call&& call, std::string* message) {
+  try {
+    call();
+  } catch (const Error& e) {
+    if (message) *message = e.what();
+    return static_cast<tsattn_status>(e.kind());
+  }
+  return TSATTN_OK;
+}
+
+}  // namespace
+
+const Tensor* RunData::indptr(const Tensor& device, const Tensor& host, bool device_indptrs) const {
+  return c_.packed ? (device_indptrs ? &device : &host) : nullptr;
+}
+
 tsattn_status RunData::run(const BatchPrefillTSWrapper& wrapper, bool device_indptrs, CUstream stream, bool validate,
                            std::string* message) {
   RunOptions o;
@@ -143,15 +163,12 @@ tsattn_status RunData::run(const BatchPrefillTSWrapper& wrapper, bool device_ind
     o.variable_window_token_starts = &starts;
     o.variable_window_token_ends = &ends;
   }
-  const Tensor* qo = c_.packed ? (device_indptrs ? &qo_device : &qo_host) : nullptr;
-  const Tensor* kv = c_.packed ? (device_indptrs ? &kv_device : &kv_host) : nullptr;
-  try {
-    wrapper.run(q, k, v, out_run, o, qo, kv);
-  } catch (const Error& e) {
-    if (message) *message = e.what();
-    return static_cast<tsattn_status>(e.kind());
-  }
-  return TSATTN_OK;
+  return status_of(
+      [&] {
+        wrapper.run(q, k, v, out_run, o, indptr(qo_device, qo_host, device_indptrs),
+                    indptr(kv_device, kv_host, device_indptrs));
+      },
+      message);
 }
 
 tsattn_status RunData::one_shot(bool device_indptrs, CUstream stream, std::string* message) {
@@ -164,15 +181,12 @@ tsattn_status RunData::one_shot(bool device_indptrs, CUstream stream, std::strin
     o.variable_window_token_starts = &starts;
     o.variable_window_token_ends = &ends;
   }
-  const Tensor* qo = c_.packed ? (device_indptrs ? &qo_device : &qo_host) : nullptr;
-  const Tensor* kv = c_.packed ? (device_indptrs ? &kv_device : &kv_host) : nullptr;
-  try {
-    batch_prefill(q, k, v, out_shot, o, qo, kv);
-  } catch (const Error& e) {
-    if (message) *message = e.what();
-    return static_cast<tsattn_status>(e.kind());
-  }
-  return TSATTN_OK;
+  return status_of(
+      [&] {
+        batch_prefill(q, k, v, out_shot, o, indptr(qo_device, qo_host, device_indptrs),
+                      indptr(kv_device, kv_host, device_indptrs));
+      },
+      message);
 }
 
 namespace {

@@ -70,6 +70,8 @@ class RunData {
   std::vector<DeviceBuffer> buffers_;
   HostTensor qo_, kv_;
   DeviceBuffer& buffer_for(Tensor& t, int64_t elements, tsattn_dtype dtype, std::vector<int64_t> shape);
+  // The indptr a call of this case takes: none (fixed), the device or the host one.
+  const Tensor* indptr(const Tensor& device, const Tensor& host, bool device_indptrs) const;
 };
 
 }  // namespace tsattn::test

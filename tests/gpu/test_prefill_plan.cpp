@@ -119,12 +119,8 @@ TEST_SUITE("gpu/prefill_plan") {
       // Knobs are read when the plan is made (and by every one-shot call).
       testing::ScopedEnv env;
       env.set("TSATTN_SPLIT_TAIL", k.split_tail).set("TSATTN_WORK_ORDER", k.work_order);
-      PlanCase c;
-      c.batch_size = 2;
-      c.max_q = c.max_kv = 2048;
-      c.num_qo_heads = 16;
-      c.num_kv_heads = 4;
-      c.mask = k.mask;
+      const PlanCase c{
+          .batch_size = 2, .max_q = 2048, .max_kv = 2048, .num_qo_heads = 16, .num_kv_heads = 4, .mask = k.mask};
       CAPTURE(k.split_tail);
       CAPTURE(k.work_order);
       const BatchPrefillTSWrapper wrapper(c.options());
@@ -144,12 +140,7 @@ TEST_SUITE("gpu/prefill_plan") {
     Stream stream;
     for (bool packed : {true, false})
       for (tsattn_mask_type mask : {TSATTN_MASK_CAUSAL, TSATTN_MASK_DENSE}) {
-        PlanCase c;
-        c.packed = packed;
-        c.mask = mask;
-        c.batch_size = 6;
-        c.max_q = 300;
-        c.max_kv = 700;
+        const PlanCase c{.packed = packed, .batch_size = 6, .max_q = 300, .max_kv = 700, .mask = mask};
         const BatchPrefillTSWrapper wrapper(c.options());
         for (int i = 0; i < 24; ++i) check_run(wrapper, c, random_lengths(c, rng), i % 2 == 1, rng, stream.get());
       }
@@ -160,12 +151,7 @@ TEST_SUITE("gpu/prefill_plan") {
     std::mt19937_64 rng(test_seed());
     const driver::Api& cu = driver::api();
     Stream stream;
-    PlanCase c;
-    c.packed = true;
-    c.mask = TSATTN_MASK_CAUSAL;
-    c.batch_size = 5;
-    c.max_q = 200;
-    c.max_kv = 400;
+    const PlanCase c{.packed = true, .batch_size = 5, .max_q = 200, .max_kv = 400, .mask = TSATTN_MASK_CAUSAL};
     const BatchPrefillTSWrapper wrapper(c.options());
     // 32 runs of fixed totals, each with its own tensors and indptrs.
     constexpr int kRuns = 32;
@@ -244,11 +230,7 @@ TEST_SUITE("gpu/prefill_plan") {
     TSATTN_REQUIRE_GPU();
     std::mt19937_64 rng(test_seed());
     for (bool packed : {false, true}) {
-      PlanCase c;
-      c.packed = packed;
-      c.batch_size = 2;
-      c.max_q = 64;
-      c.max_kv = 64;
+      const PlanCase c{.packed = packed, .batch_size = 2, .max_q = 64, .max_kv = 64};
       const BatchPrefillTSWrapper wrapper(c.options());
       const Lengths too_long = packed ? Lengths{{65, 1}, {64, 1}} : Lengths{{65, 65}, {64, 64}};
       const Lengths too_many = Lengths{{8, 8, 8}, {8, 8, 8}};
@@ -281,10 +263,7 @@ TEST_SUITE("gpu/prefill_plan") {
     std::mt19937_64 rng(test_seed());
     Stream stream;
     SUBCASE("fixed: tensors larger than the plan write only the planned prefix") {
-      PlanCase c;
-      c.batch_size = 2;
-      c.max_q = 64;
-      c.max_kv = 100;
+      const PlanCase c{.batch_size = 2, .max_q = 64, .max_kv = 100};
       const BatchPrefillTSWrapper wrapper(c.options());
       RunData data(c, {{130, 130, 130}, {300, 300, 300}}, rng);
       data.poison();
@@ -296,12 +275,7 @@ TEST_SUITE("gpu/prefill_plan") {
       CHECK(data.poisoned_run_elements() == 3 * 130 * row - 2 * 64 * row);
     }
     SUBCASE("packed: malformed and oversized indptrs, on the GPU and on the host") {
-      PlanCase c;
-      c.packed = true;
-      c.mask = TSATTN_MASK_CAUSAL;
-      c.batch_size = 3;
-      c.max_q = 64;
-      c.max_kv = 64;
+      const PlanCase c{.packed = true, .batch_size = 3, .max_q = 64, .max_kv = 64, .mask = TSATTN_MASK_CAUSAL};
       const BatchPrefillTSWrapper wrapper(c.options());
       const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> bad = {
           {{0, 500, 20, 1000000, -5}, {0, -100, 40, 7, 2000000000}},  // decreasing, negative, huge
