@@ -183,8 +183,9 @@ TSATTN_API tsattn_status tsattn_prefill_plan_run(tsattn_prefill_plan* plan, cons
                                                  const tsattn_prefill_run_options* options,
                                                  const tsattn_tensor_view* out);
 
-/* Frees the plan and its workspace (NULL is a no-op). Waits for the device work of its runs to finish
- * first. A CUDA graph that captured runs of this plan must not be replayed after it. */
+/* Frees the plan and its workspace (NULL is a no-op); the frees (cuMemFree, cuMemFreeHost) wait for
+ * the device's work in flight. A CUDA graph that captured runs of this plan must not be replayed
+ * after it. */
 TSATTN_API void tsattn_prefill_plan_destroy(tsattn_prefill_plan* plan);
 
 /* Kernel cache counters of this process (in-memory table, disk layers, NVRTC, module loads).

@@ -25,9 +25,6 @@ struct DeviceInfo {
 // Cached per device; throws Error(runtime) without a usable driver, Error(value) for a bad ordinal.
 const DeviceInfo& device_info(int ordinal);
 
-// Makes the context of `stream` (or of device_ordinal, for a null stream) current for its
-// lifetime and restores the previous one afterwards. Throws Error(value) when the stream's
-// context belongs to another device than the tensors.
 // Makes `context` current for its lifetime and restores the previous one afterwards (a plan's
 // runs: their context is known, so only the push is left).
 class CurrentContext {
@@ -41,6 +38,9 @@ class CurrentContext {
   bool pushed_ = false;
 };
 
+// Makes the context of `stream` (or of device_ordinal, for a null stream) current for its
+// lifetime and restores the previous one afterwards. Throws Error(value) when the stream's
+// context belongs to another device than the tensors.
 class ContextScope {
  public:
   ContextScope(CUstream stream, int device_ordinal);
