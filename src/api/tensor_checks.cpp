@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <vector>
 
 #include <fmt/ranges.h>
 
@@ -11,7 +12,6 @@ namespace tsattn {
 
 namespace {
 
-constexpr int kMaxRank = 8;
 constexpr int64_t kAlignmentBytes = 16;
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "api/validate.hpp"
 
 #include <cmath>
+#include <array>
 #include <numbers>
 #include <limits>
 #include <optional>
@@ -294,7 +295,9 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
   p.v = token_tensor(v.view->data, v.strides.data(), p.layout);
   p.out = token_tensor(out.view->data, out.strides.data(), p.layout);
 
-  std::vector<CheckedTensor> index_tensors;  // for the overlap check with out
+  // Indptrs and bounds, for the overlap check with out.
+  std::array<CheckedTensor, 4> index_tensors;
+  size_t index_count = 0;
 
   if (packed) {
     const CheckedTensor qo = inspect_tensor(args.qo_indptr, "qo_indptr");
@@ -328,8 +331,8 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
       check_indptr_values(p.qo_indptr_host, "qo_indptr", p.q_tokens, "q");
       check_indptr_values(p.kv_indptr_host, "kv_indptr", p.kv_tokens, "k");
     }
-    index_tensors.push_back(qo);
-    index_tensors.push_back(kvp);
+    index_tensors[index_count++] = qo;
+    index_tensors[index_count++] = kvp;
   }
   if (p.batch > kInt32Max) raise(ErrorKind::value, "batch size {} is too large (int32)", p.batch);
 
@@ -337,8 +340,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
 
   if (p.mask == MaskMode::variable_window) {
     const char* bounds_layout = packed ? "[total_q]" : "[B, Sq]";
-    const std::vector<int64_t> expected =
-        packed ? std::vector<int64_t>{p.q_tokens} : std::vector<int64_t>{p.batch, p.q_tokens};
+    const Dims expected = packed ? Dims{p.q_tokens} : Dims{p.batch, p.q_tokens};
     auto check_bounds = [&](const tsattn_tensor_view* view, const char* name) {
       const CheckedTensor bounds = inspect_tensor(view, name);
       check_int32_index(bounds);
@@ -346,7 +348,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
       if (bounds.shape != expected)
         raise(ErrorKind::value, "{}.shape={} must be {} = [{}]", name, bounds.shape_text(), bounds_layout,
               fmt::join(expected, ", "));
-      index_tensors.push_back(bounds);
+      index_tensors[index_count++] = bounds;
       return row_index_tensor(bounds.view->data, bounds.strides.data(), p.layout);
     };
     p.window_starts = check_bounds(args.options->variable_window_token_starts, "variable_window_token_starts");
@@ -354,7 +356,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
   }
 
   for (const CheckedTensor* t : {&q, &k, &v}) check_disjoint(out, *t);
-  for (const CheckedTensor& t : index_tensors) check_disjoint(out, t);
+  for (size_t i = 0; i < index_count; ++i) check_disjoint(out, index_tensors[i]);
 
   p.sm_scale = resolve_sm_scale(options, p.head_dim);
   return p;
