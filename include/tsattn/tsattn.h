@@ -116,6 +116,82 @@ TSATTN_API tsattn_status tsattn_batch_prefill(const tsattn_tensor_view* q, const
                                               const tsattn_tensor_view* kv_indptr,
                                               const tsattn_prefill_options* options, const tsattn_tensor_view* out);
 
+/*
+ * Plan once, run every layer: a tsattn_prefill_plan fixes everything of a call that does not depend
+ * on tensor values (dtypes, heads, head dim, mask, scales, layout) and capacities (batch size and
+ * per-request lengths), chooses and loads the kernel and owns its workspace. Its runs then only
+ * launch: no compile, no allocation, no host wait, capturable in a CUDA graph with GPU indptrs.
+ * A plan belongs to one CUDA context (the device's current or primary context at creation) and to
+ * one stream of use at a time: its runs share its workspace, so they must be ordered on the device
+ * (one stream, or streams ordered by events). docs/contract.md, "Plan once, run every layer".
+ */
+typedef struct tsattn_prefill_plan tsattn_prefill_plan;
+
+typedef enum tsattn_layout {
+  TSATTN_LAYOUT_FIXED = 0, /* q [B,Sq,Hq,D], k/v [B,Sk,Hkv,D] */
+  TSATTN_LAYOUT_PACKED = 1 /* q [total_q,Hq,D], k/v [total_k,Hkv,D], int32 indptrs [B+1] */
+} tsattn_layout;
+
+/* What a plan fixes. Initialise with tsattn_prefill_plan_options_init(), then set every capacity,
+ * the heads, the head dim and the dtypes. */
+typedef struct tsattn_prefill_plan_options {
+  size_t struct_size; /* sizeof(tsattn_prefill_plan_options) as the caller compiled it */
+  int32_t device_id;  /* CUDA device ordinal */
+  int32_t layout;     /* tsattn_layout; default fixed */
+  int64_t batch_size; /* capacities: requests per run, queries and keys per request (>= 1) */
+  int64_t max_seq_len_q;
+  int64_t max_kv_len;
+  int32_t num_qo_heads;
+  int32_t num_kv_heads;
+  int32_t head_dim;
+  int32_t q_dtype;   /* tsattn_dtype of q */
+  int32_t kv_dtype;  /* tsattn_dtype of k and v (must equal q_dtype) */
+  int32_t out_dtype; /* tsattn_dtype; TSATTN_DTYPE_UNSET: q_dtype */
+  int32_t mask_type; /* tsattn_mask_type; default dense */
+  int64_t window_left;
+  int32_t has_sm_scale; /* 0: sm_scale = 1/sqrt(head_dim) */
+  double sm_scale;
+  double output_scale; /* default 1.0 */
+} tsattn_prefill_plan_options;
+
+/* What changes from run to run besides the tensors. Initialise with
+ * tsattn_prefill_run_options_init() (validate = 1, everything else NULL). */
+typedef struct tsattn_prefill_run_options {
+  size_t struct_size; /* sizeof(tsattn_prefill_run_options) as the caller compiled it */
+  const tsattn_tensor_view* variable_window_token_starts; /* variable_window plans only */
+  const tsattn_tensor_view* variable_window_token_ends;
+  const tsattn_tensor_view* lse; /* log-sum-exp output; not available yet: must be NULL */
+  int32_t validate;              /* 1: check the tensors against the plan on the host; 0: skip (lengths clamped) */
+  void* stream;                  /* CUstream / cudaStream_t of the plan's context; NULL is the legacy default stream */
+} tsattn_prefill_run_options;
+
+TSATTN_API void tsattn_prefill_plan_options_init(tsattn_prefill_plan_options* options);
+TSATTN_API void tsattn_prefill_run_options_init(tsattn_prefill_run_options* options);
+
+/* Checks the options, chooses and loads (compiles if needed) the kernel and allocates the plan's
+ * workspace on options->device_id. May take milliseconds (seconds when it compiles). On success
+ * *plan is a new plan; on failure *plan is NULL. */
+TSATTN_API tsattn_status tsattn_prefill_plan_create(const tsattn_prefill_plan_options* options,
+                                                    tsattn_prefill_plan** plan);
+
+/*
+ * out = attention(q, k, v) with the plan's settings, tensors as tsattn_batch_prefill takes them
+ * (indptrs NULL for a fixed-layout plan, both given for a packed one, on the host or the GPU).
+ * Shapes may be anything within the plan's capacities. Queues the work on options->stream and
+ * returns; options may be NULL (defaults). The same output as tsattn_batch_prefill, bit for bit.
+ */
+TSATTN_API tsattn_status tsattn_prefill_plan_run(tsattn_prefill_plan* plan, const tsattn_tensor_view* q,
+                                                 const tsattn_tensor_view* k, const tsattn_tensor_view* v,
+                                                 const tsattn_tensor_view* qo_indptr,
+                                                 const tsattn_tensor_view* kv_indptr,
+                                                 const tsattn_prefill_run_options* options,
+                                                 const tsattn_tensor_view* out);
+
+/* Frees the plan and its workspace (NULL is a no-op); the frees (cuMemFree, cuMemFreeHost) wait for
+ * the device's work in flight. A CUDA graph that captured runs of this plan must not be replayed
+ * after it. */
+TSATTN_API void tsattn_prefill_plan_destroy(tsattn_prefill_plan* plan);
+
 /* Kernel cache counters of this process (in-memory table, disk layers, NVRTC, module loads).
  * Set stats->struct_size = sizeof(tsattn_cache_stats) first. */
 typedef struct tsattn_cache_stats {
@@ -148,14 +224,13 @@ TSATTN_API tsattn_status tsattn_precompile(const char* manifest_path, const char
  * next tsattn call on this thread. */
 TSATTN_API const char* tsattn_last_error_message(void);
 
-/* Which kernel the last tsattn_batch_prefill call on this thread launched: its canonical name,
- * "prefill.<family>.<cubin arch>.d<D>.<in>_<out>.<mask>.<layout>", for example
- * "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed" (the Hopper family) or
+/* Which kernel the last tsattn_batch_prefill or tsattn_prefill_plan_run call on this thread
+ * launched: its canonical name, "prefill.<family>.<cubin arch>.d<D>.<in>_<out>.<mask>.<layout>", for
+ * example "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed" (the Hopper family) or
  * "prefill.sm80.sm_90a.d128.e4m3_bf16.dense.packed" (the portable family, compiled for Hopper).
  * "" before the first call, and after a call that failed or had nothing to launch (no query
- * rows): every call starts by clearing it. Never NULL; valid until the next tsattn_batch_prefill
- * call on this thread. A launch queued on a stream is reported even though the kernel may not
- * have run yet. */
+ * rows): every call starts by clearing it. Never NULL; valid until the next such call on this
+ * thread. A launch queued on a stream is reported even though the kernel may not have run yet. */
 TSATTN_API const char* tsattn_last_kernel_name(void);
 
 TSATTN_API const char* tsattn_version_string(void); /* "MAJOR.MINOR.PATCH" */

@@ -1,7 +1,7 @@
 // tsattn.hpp - a thin C++ layer over the C ABI in tsattn.h.
 //
-// Failures become tsattn::Error exceptions that carry the contract's error kind. The
-// layer owns nothing on the device: q, k, v, out and the indptrs stay caller-owned.
+// Failures become tsattn::Error exceptions that carry the contract's error kind. q, k, v, out and
+// the indptrs stay caller-owned; the only device memory the layer owns is a PrefillPlan's workspace.
 #pragma once
 
 #include <tsattn/tsattn.h>
@@ -106,6 +106,106 @@ inline void batch_prefill(const Tensor& q, const Tensor& k, const Tensor& v, con
   c.lse = lse ? &*lse : nullptr;
   check(tsattn_batch_prefill(&qv, &kview, &vv, qo ? &*qo : nullptr, kvp ? &*kvp : nullptr, &c, &ov));
 }
+
+// What a PrefillPlan fixes (tsattn_prefill_plan_options): the capacities, heads, head dim and
+// dtypes must be set; the rest has the Python defaults.
+struct PlanOptions {
+  int32_t device = 0;
+  bool packed = false;
+  int64_t batch_size = 0;
+  int64_t max_seq_len_q = 0;
+  int64_t max_kv_len = 0;
+  int32_t num_qo_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  tsattn_dtype q_dtype = TSATTN_DTYPE_BFLOAT16;
+  tsattn_dtype kv_dtype = TSATTN_DTYPE_BFLOAT16;
+  tsattn_dtype out_dtype = TSATTN_DTYPE_UNSET;  // default: q_dtype
+  tsattn_mask_type mask = TSATTN_MASK_DENSE;
+  int64_t window_left = -1;
+  std::optional<double> sm_scale;  // default 1/sqrt(head_dim)
+  double output_scale = 1.0;
+};
+
+struct RunOptions {
+  const Tensor* variable_window_token_starts = nullptr;
+  const Tensor* variable_window_token_ends = nullptr;
+  const Tensor* lse = nullptr;  // not available yet: must be null
+  bool validate = true;
+  void* stream = nullptr;
+};
+
+// Plan once, run every layer (docs/contract.md): plan() makes a tsattn_prefill_plan (the kernel
+// loaded, the workspace allocated), run() only launches. Owns the plan; one thread at a time, and
+// its runs must be ordered on the device (one stream, or streams ordered by events).
+class BatchPrefillTSWrapper {
+ public:
+  BatchPrefillTSWrapper() = default;
+  explicit BatchPrefillTSWrapper(const PlanOptions& options) { plan(options); }
+  ~BatchPrefillTSWrapper() { tsattn_prefill_plan_destroy(plan_); }
+  BatchPrefillTSWrapper(BatchPrefillTSWrapper&& other) noexcept : plan_(std::exchange(other.plan_, nullptr)) {}
+  BatchPrefillTSWrapper& operator=(BatchPrefillTSWrapper&& other) noexcept {
+    if (this != &other) {
+      tsattn_prefill_plan_destroy(plan_);
+      plan_ = std::exchange(other.plan_, nullptr);
+    }
+    return *this;
+  }
+  BatchPrefillTSWrapper(const BatchPrefillTSWrapper&) = delete;
+  BatchPrefillTSWrapper& operator=(const BatchPrefillTSWrapper&) = delete;
+
+  // Replaces the current plan (if any) by a new one; on failure the wrapper holds no plan.
+  void plan(const PlanOptions& options) {
+    tsattn_prefill_plan_destroy(std::exchange(plan_, nullptr));
+    tsattn_prefill_plan_options c;
+    tsattn_prefill_plan_options_init(&c);
+    c.device_id = options.device;
+    c.layout = options.packed ? TSATTN_LAYOUT_PACKED : TSATTN_LAYOUT_FIXED;
+    c.batch_size = options.batch_size;
+    c.max_seq_len_q = options.max_seq_len_q;
+    c.max_kv_len = options.max_kv_len;
+    c.num_qo_heads = options.num_qo_heads;
+    c.num_kv_heads = options.num_kv_heads;
+    c.head_dim = options.head_dim;
+    c.q_dtype = options.q_dtype;
+    c.kv_dtype = options.kv_dtype;
+    c.out_dtype = options.out_dtype;
+    c.mask_type = options.mask;
+    c.window_left = options.window_left;
+    c.has_sm_scale = options.sm_scale.has_value();
+    c.sm_scale = options.sm_scale.value_or(0.0);
+    c.output_scale = options.output_scale;
+    check(tsattn_prefill_plan_create(&c, &plan_));
+  }
+
+  // out = attention(q, k, v) with the plan's settings; packed plans take both indptrs. Throws
+  // Error(value) when there is no plan.
+  void run(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const RunOptions& options = {},
+           const Tensor* qo_indptr = nullptr, const Tensor* kv_indptr = nullptr) const {
+    const tsattn_tensor_view qv = q.view(), kview = k.view(), vv = v.view(), ov = out.view();
+    std::optional<tsattn_tensor_view> qo, kvp, starts, ends, lse;
+    if (qo_indptr) qo = qo_indptr->view();
+    if (kv_indptr) kvp = kv_indptr->view();
+    if (options.variable_window_token_starts) starts = options.variable_window_token_starts->view();
+    if (options.variable_window_token_ends) ends = options.variable_window_token_ends->view();
+    if (options.lse) lse = options.lse->view();
+    tsattn_prefill_run_options c;
+    tsattn_prefill_run_options_init(&c);
+    c.variable_window_token_starts = starts ? &*starts : nullptr;
+    c.variable_window_token_ends = ends ? &*ends : nullptr;
+    c.lse = lse ? &*lse : nullptr;
+    c.validate = options.validate ? 1 : 0;
+    c.stream = options.stream;
+    check(tsattn_prefill_plan_run(plan_, &qv, &kview, &vv, qo ? &*qo : nullptr, kvp ? &*kvp : nullptr, &c, &ov));
+  }
+
+  bool planned() const noexcept { return plan_ != nullptr; }
+  // The C handle, for callers that keep their own views and options (tsattn_prefill_plan_run).
+  tsattn_prefill_plan* handle() const noexcept { return plan_; }
+
+ private:
+  tsattn_prefill_plan* plan_ = nullptr;
+};
 
 inline std::string version() { return tsattn_version_string(); }
 

@@ -1,9 +1,11 @@
 """tsattn: one-shot prefill attention for NVIDIA Hopper GPUs, over libtsattn's C ABI (ctypes).
 
+``batch_prefill`` is the one-shot call; ``BatchPrefillTSWrapper`` plans once and runs every layer.
+
 ``import tsattn`` never needs the library; the first call that does loads it (see ``_library``
 for where it looks) and raises RuntimeError naming every place it looked if it is missing.
-torch is imported with the first use of ``batch_prefill``, so the command line (``tsattn``,
-``python -m tsattn``) and ``tsattn.precompile`` start without it.
+torch is imported with the first use of ``batch_prefill`` or ``BatchPrefillTSWrapper``, so the
+command line (``tsattn``, ``python -m tsattn``) and ``tsattn.precompile`` start without it.
 """
 
 from typing import TYPE_CHECKING
@@ -12,10 +14,12 @@ from ._tools import cache_info, last_kernel_name, library_path, library_version,
 
 if TYPE_CHECKING:
     from ._api import batch_prefill
+    from ._wrapper import BatchPrefillTSWrapper
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchPrefillTSWrapper",
     "batch_prefill",
     "cache_info",
     "last_kernel_name",
@@ -32,6 +36,11 @@ def __getattr__(name: str):
 
         globals()["batch_prefill"] = batch_prefill
         return batch_prefill
+    if name == "BatchPrefillTSWrapper":
+        from ._wrapper import BatchPrefillTSWrapper
+
+        globals()["BatchPrefillTSWrapper"] = BatchPrefillTSWrapper
+        return BatchPrefillTSWrapper
     raise AttributeError(f"module 'tsattn' has no attribute {name!r}")
 
 

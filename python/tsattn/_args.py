@@ -72,23 +72,24 @@ def check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype) -> 
     scale = None if sm_scale is None else _real_scalar(sm_scale, "sm_scale")
     out_scale = _real_scalar(output_scale, "output_scale")
 
-    code = DTYPE_UNSET
-    if out_dtype is not None:
-        if not isinstance(out_dtype, torch.dtype):
-            raise TypeError(f"out_dtype must be a torch.dtype or None (got {type(out_dtype).__name__}: {out_dtype!r})")
-        # out is allocated in this dtype (by the fake op too, under torch.compile) before C sees the call.
-        if out_dtype not in ATTENTION_DTYPES:
-            raise NotImplementedError(
-                f"out_dtype={_dtype_name(out_dtype)} is not supported; supported: "
-                + ", ".join(_dtype_name(d) for d in ATTENTION_DTYPES)
-            )
-        code = DTYPE_CODES[out_dtype]
+    # out is allocated in this dtype (by the fake op too, under torch.compile) before C sees the call.
+    code = DTYPE_UNSET if out_dtype is None else attention_dtype_code(out_dtype, "out_dtype", "a torch.dtype or None")
     return Scalars(mask_type, window, scale, out_scale, code)
 
 
-def check_arguments(
-    q, k, v, qo_indptr, kv_indptr, mask_type, window_left, starts, ends, sm_scale, output_scale, out_dtype, out
-) -> Scalars:
+def attention_dtype_code(value, name: str, wanted: str = "a torch.dtype") -> int:
+    """The C code of an attention dtype argument; TypeError for a non-dtype, NotImplementedError for another dtype."""
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"{name} must be {wanted} (got {type(value).__name__}: {value!r})")
+    if value not in ATTENTION_DTYPES:
+        raise NotImplementedError(
+            f"{name}={_dtype_name(value)} is not supported; supported: "
+            + ", ".join(_dtype_name(d) for d in ATTENTION_DTYPES)
+        )
+    return DTYPE_CODES[value]
+
+
+def check_tensors(q, k, v, qo_indptr, kv_indptr, starts, ends, out) -> None:
     for value, name in ((q, "q"), (k, "k"), (v, "v")):
         check_tensor(value, name, optional=False)
     for value, name in (
@@ -99,4 +100,10 @@ def check_arguments(
         (out, "out"),
     ):
         check_tensor(value, name, optional=True)
+
+
+def check_arguments(
+    q, k, v, qo_indptr, kv_indptr, mask_type, window_left, starts, ends, sm_scale, output_scale, out_dtype, out
+) -> Scalars:
+    check_tensors(q, k, v, qo_indptr, kv_indptr, starts, ends, out)
     return check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype)

@@ -65,6 +65,43 @@ class PrefillOptions(ctypes.Structure):
     ]
 
 
+class PlanOptions(ctypes.Structure):
+    """tsattn_prefill_plan_options"""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("device_id", ctypes.c_int32),
+        ("layout", ctypes.c_int32),
+        ("batch_size", ctypes.c_int64),
+        ("max_seq_len_q", ctypes.c_int64),
+        ("max_kv_len", ctypes.c_int64),
+        ("num_qo_heads", ctypes.c_int32),
+        ("num_kv_heads", ctypes.c_int32),
+        ("head_dim", ctypes.c_int32),
+        ("q_dtype", ctypes.c_int32),
+        ("kv_dtype", ctypes.c_int32),
+        ("out_dtype", ctypes.c_int32),
+        ("mask_type", ctypes.c_int32),
+        ("window_left", ctypes.c_int64),
+        ("has_sm_scale", ctypes.c_int32),
+        ("sm_scale", ctypes.c_double),
+        ("output_scale", ctypes.c_double),
+    ]
+
+
+class RunOptions(ctypes.Structure):
+    """tsattn_prefill_run_options"""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("variable_window_token_starts", ctypes.c_void_p),
+        ("variable_window_token_ends", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p),
+        ("validate", ctypes.c_int32),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
 CACHE_STAT_FIELDS = (
     "memory_hits",
     "memory_misses",
@@ -97,6 +134,11 @@ _PROTOTYPES = {
         ctypes.c_int,
         [_VIEW_P, _VIEW_P, _VIEW_P, _VIEW_P, _VIEW_P, ctypes.POINTER(PrefillOptions), _VIEW_P],
     ),
+    "tsattn_prefill_plan_options_init": (None, [ctypes.POINTER(PlanOptions)]),
+    "tsattn_prefill_plan_create": (ctypes.c_int, [ctypes.POINTER(PlanOptions), ctypes.POINTER(ctypes.c_void_p)]),
+    # Addresses as plain ints: the wrapper's run passes views it keeps at fixed addresses.
+    "tsattn_prefill_plan_run": (ctypes.c_int, [ctypes.c_void_p] * 8),
+    "tsattn_prefill_plan_destroy": (None, [ctypes.c_void_p]),
     "tsattn_last_error_message": (ctypes.c_char_p, []),
     "tsattn_version_string": (ctypes.c_char_p, []),
     "tsattn_abi_version": (ctypes.c_int32, []),

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api/execute.hpp"
+#include "api/prefill_plan.hpp"
 #include "api/validate.hpp"
 #include "codegen/manifest.hpp"
 #include "common/error.hpp"
@@ -44,6 +45,11 @@ tsattn_status guarded(Body&& body) noexcept {
 
 }  // namespace
 
+// The opaque handle of the C ABI.
+struct tsattn_prefill_plan {
+  tsattn::PrefillPlan plan;
+};
+
 extern "C" {
 
 TSATTN_API void tsattn_prefill_options_init(tsattn_prefill_options* options) {
@@ -67,6 +73,63 @@ TSATTN_API tsattn_status tsattn_batch_prefill(const tsattn_tensor_view* q, const
     if (launched != nullptr) last_kernel = launched;
   });
 }
+
+TSATTN_API void tsattn_prefill_plan_options_init(tsattn_prefill_plan_options* options) {
+  if (options == nullptr) return;
+  *options = tsattn_prefill_plan_options{};
+  options->struct_size = sizeof(tsattn_prefill_plan_options);
+  options->layout = TSATTN_LAYOUT_FIXED;
+  options->q_dtype = TSATTN_DTYPE_BFLOAT16;
+  options->kv_dtype = TSATTN_DTYPE_BFLOAT16;
+  options->out_dtype = TSATTN_DTYPE_UNSET;
+  options->mask_type = TSATTN_MASK_DENSE;
+  options->window_left = -1;
+  options->output_scale = 1.0;
+}
+
+TSATTN_API void tsattn_prefill_run_options_init(tsattn_prefill_run_options* options) {
+  if (options == nullptr) return;
+  *options = tsattn_prefill_run_options{};
+  options->struct_size = sizeof(tsattn_prefill_run_options);
+  options->validate = 1;
+}
+
+TSATTN_API tsattn_status tsattn_prefill_plan_create(const tsattn_prefill_plan_options* options,
+                                                    tsattn_prefill_plan** plan) {
+  if (plan != nullptr) *plan = nullptr;
+  return guarded([&] {
+    if (plan == nullptr) tsattn::raise(tsattn::ErrorKind::value, "plan is a null pointer");
+    *plan = new tsattn_prefill_plan{tsattn::PrefillPlan(options)};
+  });
+}
+
+TSATTN_API tsattn_status tsattn_prefill_plan_run(tsattn_prefill_plan* plan, const tsattn_tensor_view* q,
+                                                 const tsattn_tensor_view* k, const tsattn_tensor_view* v,
+                                                 const tsattn_tensor_view* qo_indptr,
+                                                 const tsattn_tensor_view* kv_indptr,
+                                                 const tsattn_prefill_run_options* options,
+                                                 const tsattn_tensor_view* out) {
+  last_kernel = "";
+  return guarded([&] {
+    tsattn::RunArguments args;
+    args.views = {q, k, v, qo_indptr, kv_indptr, out, nullptr, nullptr};
+    if (options != nullptr) {
+      tsattn::check_struct_size(options->struct_size, sizeof(tsattn_prefill_run_options), "options",
+                                "tsattn_prefill_run_options");
+      args.views.starts = options->variable_window_token_starts;
+      args.views.ends = options->variable_window_token_ends;
+      args.lse = options->lse;
+      args.validate = options->validate != 0;
+      args.stream = options->stream;
+    }
+    if (plan == nullptr)
+      tsattn::raise(tsattn::ErrorKind::value, "plan is a null pointer; make one with tsattn_prefill_plan_create()");
+    const char* launched = plan->plan.run(args);
+    if (launched != nullptr) last_kernel = launched;
+  });
+}
+
+TSATTN_API void tsattn_prefill_plan_destroy(tsattn_prefill_plan* plan) { delete plan; }
 
 TSATTN_API tsattn_status tsattn_get_cache_stats(tsattn_cache_stats* stats) {
   return guarded([&] {

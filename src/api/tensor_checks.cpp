@@ -1,6 +1,8 @@
 #include "api/tensor_checks.hpp"
 
 #include <algorithm>
+#include <numeric>
+#include <vector>
 
 #include <fmt/ranges.h>
 
@@ -11,7 +13,6 @@ namespace tsattn {
 
 namespace {
 
-constexpr int kMaxRank = 8;
 constexpr int64_t kAlignmentBytes = 16;
 
 }  // namespace

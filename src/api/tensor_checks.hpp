@@ -4,20 +4,47 @@
 
 #include <tsattn/tsattn.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
-#include <vector>
 
 #include "common/error.hpp"
 
 namespace tsattn {
 
+constexpr int kMaxRank = 8;  // tsattn_tensor_view's limit
+
+// A view's extents or strides, held inline: checking a call's tensors allocates nothing.
+class Dims {
+ public:
+  Dims() = default;
+  Dims(std::initializer_list<int64_t> values) { assign(values.begin(), values.end()); }
+  void assign(const int64_t* first, const int64_t* last) {
+    size_ = static_cast<size_t>(last - first);
+    std::copy(first, last, values_.begin());
+  }
+  void resize(size_t n) { size_ = n; }
+  size_t size() const { return size_; }
+  int64_t& operator[](size_t i) { return values_[i]; }
+  int64_t operator[](size_t i) const { return values_[i]; }
+  const int64_t* data() const { return values_.data(); }
+  const int64_t* begin() const { return values_.data(); }
+  const int64_t* end() const { return values_.data() + size_; }
+  friend bool operator==(const Dims& a, const Dims& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+
+ private:
+  std::array<int64_t, kMaxRank> values_{};
+  size_t size_ = 0;
+};
+
 // A caller's view with its strides resolved (compact row-major when the caller gave none).
 struct CheckedTensor {
   const char* name = "";
   const tsattn_tensor_view* view = nullptr;
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;
+  Dims shape;
+  Dims strides;
   // Computed by inspect_tensor() without overflow, so sums and products bounded by them fit too.
   int64_t numel = 0;  // the product of the extents
   int64_t bytes = 0;  // (largest element offset + 1) * element size; 0 when empty

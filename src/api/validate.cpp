@@ -1,6 +1,7 @@
 #include "api/validate.hpp"
 
 #include <cmath>
+#include <array>
 #include <numbers>
 #include <limits>
 #include <optional>
@@ -17,26 +18,6 @@ namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
-const char* mask_name(int32_t mask) {
-  switch (mask) {
-    case TSATTN_MASK_DENSE: return "dense";
-    case TSATTN_MASK_CAUSAL: return "causal";
-    case TSATTN_MASK_VARIABLE_WINDOW: return "variable_window";
-    default: return "?";
-  }
-}
-
-std::string supported_dtypes() { return "float16, bfloat16, float8_e4m3fn"; }
-
-// Options: enum ranges, window and scale rules. Independent of the tensors.
-struct CheckedOptions {
-  MaskMode mask = MaskMode::dense;
-  int64_t window_left = -1;
-  std::optional<double> sm_scale;
-  float output_scale = 1.0f;
-  int32_t out_dtype = TSATTN_DTYPE_UNSET;
-};
-
 float check_scale(double value, const char* name) {
   if (!std::isfinite(value) || value <= 0.0) raise(ErrorKind::value, "{}={} must be finite and > 0", name, value);
   const auto as_float = static_cast<float>(value);
@@ -49,36 +30,10 @@ CheckedOptions check_options(const tsattn_prefill_options* options) {
   tsattn_prefill_options defaults;
   tsattn_prefill_options_init(&defaults);
   if (options == nullptr) options = &defaults;
-  if (options->struct_size < sizeof(tsattn_prefill_options))
-    raise(ErrorKind::value,
-          "options.struct_size={} is smaller than tsattn_prefill_options ({} bytes); initialise options "
-          "with tsattn_prefill_options_init()",
-          options->struct_size, sizeof(tsattn_prefill_options));
-  if (options->struct_size > sizeof(tsattn_prefill_options))
-    raise(ErrorKind::not_implemented,
-          "options.struct_size={} comes from a newer tsattn (this library {} knows {} bytes); upgrade "
-          "libtsattn",
-          options->struct_size, TSATTN_VERSION_STRING, sizeof(tsattn_prefill_options));
-
-  CheckedOptions checked;
-  switch (options->mask_type) {
-    case TSATTN_MASK_DENSE: checked.mask = MaskMode::dense; break;
-    case TSATTN_MASK_CAUSAL: checked.mask = MaskMode::causal; break;
-    case TSATTN_MASK_VARIABLE_WINDOW: checked.mask = MaskMode::variable_window; break;
-    default:
-      raise(ErrorKind::value, "mask_type={} is not one of dense (0), causal (1), variable_window (2)",
-            options->mask_type);
-  }
-
-  const int64_t window = options->window_left;
-  if (window == 0) raise(ErrorKind::value, "window_left=0 is not allowed; use -1 to disable the window");
-  if (window < -1) raise(ErrorKind::value, "window_left={} is not allowed; use -1 (no window) or a value >= 1", window);
-  if (window >= 1 && checked.mask == MaskMode::variable_window)
-    raise(ErrorKind::value, "window_left={} cannot be combined with mask_type='variable_window'", window);
-  if (window >= 1 && checked.mask != MaskMode::causal)
-    raise(ErrorKind::value, "window_left={} requires mask_type='causal' (got mask_type='{}')", window,
-          mask_name(options->mask_type));
-  checked.window_left = window;
+  check_struct_size(options->struct_size, sizeof(tsattn_prefill_options), "options", "tsattn_prefill_options");
+  const CheckedOptions checked =
+      check_scalar_options({options->mask_type, options->window_left, options->has_sm_scale != 0, options->sm_scale,
+                            options->output_scale, options->out_dtype});
 
   const bool has_starts = options->variable_window_token_starts != nullptr;
   const bool has_ends = options->variable_window_token_ends != nullptr;
@@ -90,19 +45,6 @@ CheckedOptions check_options(const tsattn_prefill_options* options) {
   if (checked.mask != MaskMode::variable_window && (has_starts || has_ends))
     raise(ErrorKind::value, "{} is only allowed with mask_type='variable_window' (got mask_type='{}')",
           has_starts ? "variable_window_token_starts" : "variable_window_token_ends", mask_name(options->mask_type));
-
-  if (options->has_sm_scale) {
-    checked.sm_scale = check_scale(options->sm_scale, "sm_scale");
-    // Kernels scale scores by sm_scale * log2(e) (they use exp2): that product must stay finite.
-    if (!std::isfinite(static_cast<float>(*checked.sm_scale * std::numbers::log2e)))
-      raise(ErrorKind::value, "sm_scale={} is too large: sm_scale * log2(e) overflows float32", options->sm_scale);
-  }
-  checked.output_scale = check_scale(options->output_scale, "output_scale");
-
-  if (options->out_dtype != TSATTN_DTYPE_UNSET && !is_attention_dtype(options->out_dtype))
-    raise(ErrorKind::not_implemented, "out_dtype={} is not supported; supported: {}", dtype_name(options->out_dtype),
-          supported_dtypes());
-  checked.out_dtype = options->out_dtype;
   return checked;
 }
 
@@ -129,20 +71,6 @@ void check_int32_index(const CheckedTensor& t) {
     raise(ErrorKind::value, "{} must have dtype int32 (got {})", t.name, dtype_name(t.view->dtype));
   if (t.numel > 0 && reinterpret_cast<uintptr_t>(t.view->data) % alignof(int32_t) != 0)
     raise(ErrorKind::value, "{}.data is not 4-byte aligned", t.name);
-}
-
-TokenTensor token_tensor(const CheckedTensor& t, Layout layout) {
-  TokenTensor tt;
-  tt.data = t.view->data;
-  if (layout == Layout::fixed) {
-    tt.batch_stride = t.strides[0];
-    tt.token_stride = t.strides[1];
-    tt.head_stride = t.strides[2];
-  } else {
-    tt.token_stride = t.strides[0];
-    tt.head_stride = t.strides[1];
-  }
-  return tt;
 }
 
 // Indptr values: start at 0, non-decreasing, end at the packed extent.
@@ -178,19 +106,95 @@ void check_causal_lengths(const Problem& p) {
   }
 }
 
-RowIndexTensor row_index_tensor(const CheckedTensor& t, Layout layout) {
-  RowIndexTensor r;
-  r.data = static_cast<const int32_t*>(t.view->data);
+}  // namespace
+
+TokenTensor token_tensor(void* data, const int64_t* strides, Layout layout) {
+  TokenTensor tt;
+  tt.data = data;
   if (layout == Layout::fixed) {
-    r.batch_stride = t.strides[0];
-    r.row_stride = t.strides[1];
+    tt.batch_stride = strides[0];
+    tt.token_stride = strides[1];
+    tt.head_stride = strides[2];
   } else {
-    r.row_stride = t.strides[0];
+    tt.token_stride = strides[0];
+    tt.head_stride = strides[1];
+  }
+  return tt;
+}
+
+RowIndexTensor row_index_tensor(const void* data, const int64_t* strides, Layout layout) {
+  RowIndexTensor r;
+  r.data = static_cast<const int32_t*>(data);
+  if (layout == Layout::fixed) {
+    r.batch_stride = strides[0];
+    r.row_stride = strides[1];
+  } else {
+    r.row_stride = strides[0];
   }
   return r;
 }
 
-}  // namespace
+std::string supported_dtypes() { return "float16, bfloat16, float8_e4m3fn"; }
+
+float resolve_sm_scale(const CheckedOptions& options, int head_dim) {
+  return options.sm_scale ? static_cast<float>(*options.sm_scale)
+                          : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+const char* mask_name(int32_t mask) {
+  switch (mask) {
+    case TSATTN_MASK_DENSE: return "dense";
+    case TSATTN_MASK_CAUSAL: return "causal";
+    case TSATTN_MASK_VARIABLE_WINDOW: return "variable_window";
+    default: return "?";
+  }
+}
+
+void check_struct_size(size_t given, size_t known, const char* name, const char* type) {
+  if (given < known)
+    raise(ErrorKind::value, "{}.struct_size={} is smaller than {} ({} bytes); initialise {} with {}_init()", name,
+          given, type, known, name, type);
+  if (given > known)
+    raise(ErrorKind::not_implemented,
+          "{}.struct_size={} comes from a newer tsattn (this library {} knows {} bytes); upgrade libtsattn", name,
+          given, TSATTN_VERSION_STRING, known);
+}
+
+CheckedOptions check_scalar_options(const ScalarOptions& options) {
+  CheckedOptions checked;
+  switch (options.mask_type) {
+    case TSATTN_MASK_DENSE: checked.mask = MaskMode::dense; break;
+    case TSATTN_MASK_CAUSAL: checked.mask = MaskMode::causal; break;
+    case TSATTN_MASK_VARIABLE_WINDOW: checked.mask = MaskMode::variable_window; break;
+    default:
+      raise(ErrorKind::value, "mask_type={} is not one of dense (0), causal (1), variable_window (2)",
+            options.mask_type);
+  }
+
+  const int64_t window = options.window_left;
+  if (window == 0) raise(ErrorKind::value, "window_left=0 is not allowed; use -1 to disable the window");
+  if (window < -1) raise(ErrorKind::value, "window_left={} is not allowed; use -1 (no window) or a value >= 1", window);
+  if (window >= 1 && checked.mask == MaskMode::variable_window)
+    raise(ErrorKind::value, "window_left={} cannot be combined with mask_type='variable_window'", window);
+  if (window >= 1 && checked.mask != MaskMode::causal)
+    raise(ErrorKind::value, "window_left={} requires mask_type='causal' (got mask_type='{}')", window,
+          mask_name(options.mask_type));
+  checked.window_left = window;
+
+  if (options.has_sm_scale) {
+    checked.sm_scale = check_scale(options.sm_scale, "sm_scale");
+    // Kernels scale scores by sm_scale * log2(e) (they use exp2): that product must stay finite.
+    if (!std::isfinite(static_cast<float>(*checked.sm_scale * std::numbers::log2e)))
+      raise(ErrorKind::value, "sm_scale={} is too large: sm_scale * log2(e) overflows float32", options.sm_scale);
+  }
+  checked.output_scale = check_scale(options.output_scale, "output_scale");
+
+  if (options.out_dtype != TSATTN_DTYPE_UNSET && !is_attention_dtype(options.out_dtype))
+    raise(ErrorKind::not_implemented, "out_dtype={} is not supported; supported: {}", dtype_name(options.out_dtype),
+          supported_dtypes());
+  checked.out_dtype = options.out_dtype;
+  return checked;
+}
 
 void check_device_indptr_values(const Problem& p, std::vector<int32_t> qo, std::vector<int32_t> kv) {
   check_indptr_values(qo, "qo_indptr", p.q_tokens, "q");
@@ -299,12 +303,14 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
   // Strides and memory.
   for (const CheckedTensor* t : {&q, &k, &v, &out}) check_attention_strides(*t);
   check_no_self_overlap(out);
-  p.q = token_tensor(q, p.layout);
-  p.k = token_tensor(k, p.layout);
-  p.v = token_tensor(v, p.layout);
-  p.out = token_tensor(out, p.layout);
+  p.q = token_tensor(q.view->data, q.strides.data(), p.layout);
+  p.k = token_tensor(k.view->data, k.strides.data(), p.layout);
+  p.v = token_tensor(v.view->data, v.strides.data(), p.layout);
+  p.out = token_tensor(out.view->data, out.strides.data(), p.layout);
 
-  std::vector<CheckedTensor> index_tensors;  // for the overlap check with out
+  // Indptrs and bounds, for the overlap check with out.
+  std::array<CheckedTensor, 4> index_tensors;
+  size_t index_count = 0;
 
   if (packed) {
     const CheckedTensor &qo = *qo_indptr, &kvp = *kv_indptr;
@@ -337,8 +343,8 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
       check_indptr_values(p.qo_indptr_host, "qo_indptr", p.q_tokens, "q");
       check_indptr_values(p.kv_indptr_host, "kv_indptr", p.kv_tokens, "k");
     }
-    index_tensors.push_back(qo);
-    index_tensors.push_back(kvp);
+    index_tensors[index_count++] = qo;
+    index_tensors[index_count++] = kvp;
   }
   if (p.batch > kInt32Max) raise(ErrorKind::value, "batch size {} is too large (int32)", p.batch);
 
@@ -346,8 +352,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
 
   if (p.mask == MaskMode::variable_window) {
     const char* bounds_layout = packed ? "[total_q]" : "[B, Sq]";
-    const std::vector<int64_t> expected =
-        packed ? std::vector<int64_t>{p.q_tokens} : std::vector<int64_t>{p.batch, p.q_tokens};
+    const Dims expected = packed ? Dims{p.q_tokens} : Dims{p.batch, p.q_tokens};
     auto check_bounds = [&](const tsattn_tensor_view* view, const char* name) {
       const CheckedTensor bounds = inspect_tensor(view, name);
       check_int32_index(bounds);
@@ -355,15 +360,15 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
       if (bounds.shape != expected)
         raise(ErrorKind::value, "{}.shape={} must be {} = [{}]", name, bounds.shape_text(), bounds_layout,
               fmt::join(expected, ", "));
-      index_tensors.push_back(bounds);
-      return row_index_tensor(bounds, p.layout);
+      index_tensors[index_count++] = bounds;
+      return row_index_tensor(bounds.view->data, bounds.strides.data(), p.layout);
     };
     p.window_starts = check_bounds(args.options->variable_window_token_starts, "variable_window_token_starts");
     p.window_ends = check_bounds(args.options->variable_window_token_ends, "variable_window_token_ends");
   }
 
   for (const CheckedTensor* t : {&q, &k, &v}) check_disjoint(out, *t);
-  for (const CheckedTensor& t : index_tensors) check_disjoint(out, t);
+  for (size_t i = 0; i < index_count; ++i) check_disjoint(out, index_tensors[i]);
 
   // Null options are the defaults, which ask for no lse.
   if (args.options != nullptr && args.options->lse != nullptr) {
@@ -371,7 +376,8 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
     if (lse.view->dtype != TSATTN_DTYPE_FLOAT32)
       raise(ErrorKind::type, "lse has dtype {}; it must be float32", dtype_name(lse.view->dtype));
     check_residency(lse, residency, p.device_id);
-    const std::vector<int64_t> expected(q.shape.begin(), q.shape.end() - 1);
+    Dims expected;
+    expected.assign(q.shape.begin(), q.shape.end() - 1);
     if (lse.shape != expected)
       raise(ErrorKind::value, "lse.shape={} must be q.shape[:-1]=[{}] ({})", lse.shape_text(),
             fmt::join(expected, ", "), packed ? "[total_q, Hq]" : "[B, Sq, Hq]");
@@ -379,7 +385,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
       raise(ErrorKind::value, "lse.data is not 4-byte aligned");
     check_no_self_overlap(lse);
     for (const CheckedTensor* t : {&q, &k, &v, &out}) check_disjoint(lse, *t);
-    for (const CheckedTensor& t : index_tensors) check_disjoint(lse, t);
+    for (size_t i = 0; i < index_count; ++i) check_disjoint(lse, index_tensors[i]);
     p.lse.data = lse.view->data;
     if (packed) {
       p.lse.token_stride = lse.strides[0];
@@ -391,8 +397,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
     }
   }
 
-  p.sm_scale = options.sm_scale ? static_cast<float>(*options.sm_scale)
-                                : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim)));
+  p.sm_scale = resolve_sm_scale(options, p.head_dim);
   return p;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include <tsattn/tsattn.hpp>
 
@@ -204,7 +205,27 @@ TensorMapPlanOrReason plan_tensor_maps(const Problem& p, const MapShape& shape) 
   return result;
 }
 
-TensorMapsOrReason encode_tensor_maps(const TensorMapPlan& plan) {
+namespace {
+
+bool same_geometry(const TensorMapGeometry& a, const TensorMapGeometry& b) {
+  return a.tensor == b.tensor && a.base == b.base && std::equal(std::begin(a.dims), std::end(a.dims), b.dims) &&
+         std::equal(std::begin(a.strides), std::end(a.strides), b.strides) &&
+         std::equal(std::begin(a.box), std::end(a.box), b.box);
+}
+
+// One map, from the cache entry when it holds this geometry (cache may be null: no cache).
+std::optional<std::string> encode_through(const driver::Api& cu, CUtensorMapDataType type, const TensorMapGeometry& g,
+                                          TensorMapCache::Entry* entry, TsattnTmaDescriptor& out) {
+  if (entry != nullptr && entry->valid && entry->data_type == type && same_geometry(entry->geometry, g)) {
+    out = entry->map;
+    return std::nullopt;
+  }
+  std::optional<std::string> why = encode_one(cu, type, g, out);
+  if (entry != nullptr) *entry = {!why, type, g, out};
+  return why;
+}
+
+TensorMapsOrReason encode_maps(const TensorMapPlan& plan, TensorMapCache* cache) {
   TensorMapsOrReason result;
   const driver::Api* cu = nullptr;
   try {
@@ -213,13 +234,25 @@ TensorMapsOrReason encode_tensor_maps(const TensorMapPlan& plan) {
     result.reason = e.what();
     return result;
   }
-  std::optional<std::string> why = encode_one(*cu, plan.data_type, plan.q, result.maps.q);
-  if (!why) why = encode_one(*cu, plan.data_type, plan.k, result.maps.k);
-  if (!why && !plan.transposed_v) why = encode_one(*cu, plan.data_type, plan.v, result.maps.v);
-  if (!why && plan.out) why = encode_one(*cu, plan.out_data_type, *plan.out, result.maps.o);
+  const auto entry = [&](TensorMapCache::Entry TensorMapCache::*role) { return cache ? &(cache->*role) : nullptr; };
+  std::optional<std::string> why =
+      encode_through(*cu, plan.data_type, plan.q, entry(&TensorMapCache::q), result.maps.q);
+  if (!why) why = encode_through(*cu, plan.data_type, plan.k, entry(&TensorMapCache::k), result.maps.k);
+  if (!why && !plan.transposed_v)
+    why = encode_through(*cu, plan.data_type, plan.v, entry(&TensorMapCache::v), result.maps.v);
+  if (!why && plan.out)
+    why = encode_through(*cu, plan.out_data_type, *plan.out, entry(&TensorMapCache::out), result.maps.o);
   if (why) result.reason = std::move(*why);
   result.transposed_v = plan.transposed_v;
   return result;
+}
+
+}  // namespace
+
+TensorMapsOrReason encode_tensor_maps(const TensorMapPlan& plan) { return encode_maps(plan, nullptr); }
+
+TensorMapsOrReason encode_tensor_maps(const TensorMapPlan& plan, TensorMapCache& cache) {
+  return encode_maps(plan, &cache);
 }
 
 void encode_transposed_v_map(const TransposedV& transposed, void* base, TsattnTmaDescriptor& out) {

@@ -80,6 +80,22 @@ TensorMapPlanOrReason plan_tensor_maps(const Problem& p, const MapShape& shape);
 // tensor and the CUresult. Needs the driver (a GPU is not needed to encode).
 TensorMapsOrReason encode_tensor_maps(const TensorMapPlan& plan);
 
+// The maps a plan's last run encoded, by role, so that its next run encodes only what changed (a
+// plan mostly sees the same tensors again). A map is reused when its data type and geometry (base
+// included) are the ones it was encoded from.
+struct TensorMapCache {
+  struct Entry {
+    bool valid = false;
+    CUtensorMapDataType data_type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    TensorMapGeometry geometry;
+    TsattnTmaDescriptor map{};
+  };
+  Entry q, k, v, out;
+};
+
+// encode_tensor_maps() through the cache: the same maps, fewer driver calls.
+TensorMapsOrReason encode_tensor_maps(const TensorMapPlan& plan, TensorMapCache& cache);
+
 // Both steps. Builds no string when p is eligible.
 TensorMapsOrReason make_tensor_maps(const Problem& p, const MapShape& shape);
 

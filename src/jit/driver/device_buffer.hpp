@@ -1,5 +1,6 @@
-// device_buffer.hpp - device memory owned by a C++ object (the demo, the benchmarks, the tests).
-// The library's own calls never allocate this way: they use stream-ordered allocations.
+// device_buffer.hpp - device memory owned by a C++ object (a plan's workspace, the demo, the
+// benchmarks, the tests). The one-shot call never allocates this way: it uses stream-ordered
+// allocations.
 #pragma once
 
 #include <cuda.h>

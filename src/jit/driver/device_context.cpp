@@ -71,14 +71,28 @@ const DeviceInfo& device_info(int ordinal) {
   return *cache[static_cast<size_t>(ordinal)];
 }
 
-ContextScope::ContextScope(CUstream stream, int device_ordinal) : device_(device_info(device_ordinal)) {
+CurrentContext::CurrentContext(CUcontext context) {
   const Api& cu = api();
   CUcontext current = nullptr;
   check(cu.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (context == current) return;
+  check(cu.cuCtxPushCurrent(context), "cuCtxPushCurrent");
+  pushed_ = true;
+}
+
+CurrentContext::~CurrentContext() {
+  if (pushed_) {
+    CUcontext popped = nullptr;
+    api().cuCtxPopCurrent(&popped);
+  }
+}
+
+ContextScope::ContextScope(CUstream stream, int device_ordinal) : device_(device_info(device_ordinal)) {
+  const Api& cu = api();
   if (stream != nullptr) {
     check(cu.cuStreamGetCtx(stream, &context_), "cuStreamGetCtx (is the stream valid?)");
   } else {
-    context_ = current;
+    check(cu.cuCtxGetCurrent(&context_), "cuCtxGetCurrent");
     if (context_ != nullptr) {
       CUdevice device = 0;
       check(cu.cuCtxGetDevice(&device), "cuCtxGetDevice");
@@ -86,24 +100,14 @@ ContextScope::ContextScope(CUstream stream, int device_ordinal) : device_(device
     }
     if (context_ == nullptr) context_ = primary_context(device_ordinal);
   }
-  if (context_ != current) {
-    check(cu.cuCtxPushCurrent(context_), "cuCtxPushCurrent");
-    pushed_ = true;
-  }
+  current_.emplace(context_);
   CUdevice device = 0;
   check(cu.cuCtxGetDevice(&device), "cuCtxGetDevice");
-  if (device != device_ordinal) {
-    if (pushed_) cu.cuCtxPopCurrent(&context_);
+  if (device != device_ordinal)
     throw Error(ErrorKind::value, fmt::format("the stream belongs to cuda:{} but the tensors are on cuda:{}",
                                               static_cast<int>(device), device_ordinal));
-  }
 }
 
-ContextScope::~ContextScope() {
-  if (pushed_) {
-    CUcontext popped = nullptr;
-    api().cuCtxPopCurrent(&popped);
-  }
-}
+ContextScope::~ContextScope() = default;
 
 }  // namespace tsattn::driver

@@ -8,6 +8,7 @@
 
 #include <cuda.h>
 
+#include <optional>
 #include <string>
 
 namespace tsattn::driver {
@@ -23,6 +24,19 @@ struct DeviceInfo {
 
 // Cached per device; throws Error(runtime) without a usable driver, Error(value) for a bad ordinal.
 const DeviceInfo& device_info(int ordinal);
+
+// Makes `context` current for its lifetime and restores the previous one afterwards (a plan's
+// runs: their context is known, so only the push is left).
+class CurrentContext {
+ public:
+  explicit CurrentContext(CUcontext context);
+  ~CurrentContext();
+  CurrentContext(const CurrentContext&) = delete;
+  CurrentContext& operator=(const CurrentContext&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
 
 // Makes the context of `stream` (or of device_ordinal, for a null stream) current for its
 // lifetime and restores the previous one afterwards. Throws Error(value) when the stream's
@@ -40,7 +54,7 @@ class ContextScope {
  private:
   const DeviceInfo& device_;
   CUcontext context_ = nullptr;
-  bool pushed_ = false;
+  std::optional<CurrentContext> current_;
 };
 
 }  // namespace tsattn::driver

@@ -24,7 +24,7 @@ namespace tsattn::driver {
   X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters) \
   X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) \
   X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuMemAllocHost) X(cuMemFreeHost) \
-  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) \
+  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuEventElapsedTime) \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) \
   X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuMemAllocAsync) X(cuMemFreeAsync) \
   X(cuTensorMapEncodeTiled)
@@ -45,5 +45,9 @@ const std::string& unavailable_reason();
 
 // Throws Error(runtime) "<what>: <CUDA_ERROR_NAME> (<description>)" unless result is CUDA_SUCCESS.
 void check(CUresult result, const std::string& what);
+// The same for a fixed text: no string is built unless the call failed (launch paths call it often).
+inline void check(CUresult result, const char* what) {
+  if (result != CUDA_SUCCESS) check(result, std::string(what));
+}
 
 }  // namespace tsattn::driver

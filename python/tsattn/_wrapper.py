@@ -1,0 +1,274 @@
+"""BatchPrefillTSWrapper: plan once, run every layer (docs/contract.md, "Plan once, run every layer").
+
+``plan()`` checks the settings and has the library choose and load the kernel and allocate the
+plan's workspace (``tsattn_prefill_plan_create``); it may take milliseconds (seconds when the kernel
+is compiled). ``run()`` only hands tensors over: the ``tsattn_tensor_view``s and run options live in
+one buffer at fixed addresses and are rewritten in place with ``struct.pack_into``, so a run builds
+no ctypes object and calls one C function.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import numbers
+import struct
+from typing import Optional
+
+import torch
+
+from . import _library
+from ._args import _is_bool, attention_dtype_code, check_scalars, check_tensors
+from ._call import MASK_CODES
+from ._views import CODE_DTYPES, DTYPE_CODES, DTYPE_OTHER, DTYPE_UNSET
+
+_DEVICE_CPU, _DEVICE_CUDA = 1, 2
+_MAX_RANK = 8  # tsattn_tensor_view's limit
+# tsattn_tensor_view: data, dtype, device_type, device_id, ndim, shape, strides (native alignment,
+# as the C compiler lays it out; checked against ctypes below).
+_VIEW = struct.Struct("@P4iPP")
+_SHAPE_BYTES = 8 * _MAX_RANK
+# shape[0:n] at the slot's dims, and strides[0:n] _SHAPE_BYTES further (_DIMS) or none (_SHAPES:
+# a contiguous tensor's view has strides = NULL, compact row-major).
+_DIMS = [struct.Struct(f"@{n}q{8 * (_MAX_RANK - n)}x{n}q") for n in range(_MAX_RANK + 1)]
+_SHAPES = [struct.Struct(f"@{n}q") for n in range(_MAX_RANK + 1)]
+# tsattn_prefill_run_options: struct_size, starts, ends, lse, validate, stream.
+_RUN_OPTIONS = struct.Struct("@N3PiP")
+_SLOT = 48 + 2 * _SHAPE_BYTES  # one view and its dims
+_Q, _K, _V, _OUT, _QO, _KV, _STARTS, _ENDS = range(8)
+_SLOTS = 8
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _current_stream(index: int) -> int:
+    """torch's current stream of cuda:index, as the CUstream address (0: the legacy default stream)."""
+    if _raw_stream is not None:
+        return _raw_stream(index)
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+def _check_int(value, name: str, bits: int) -> int:
+    if _is_bool(value) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int (got {type(value).__name__}: {value!r})")
+    value = int(value)
+    # ctypes stores an int field modulo 2^bits, so C would see another value than the caller's.
+    if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        raise ValueError(f"{name}={value} does not fit in int{bits}")
+    return value
+
+
+def _device_index(device) -> int:
+    if _is_bool(device) or not isinstance(device, (torch.device, str, numbers.Integral)):
+        raise TypeError(f"device must be a torch.device, str or int (got {type(device).__name__}: {device!r})")
+    try:
+        resolved = torch.device(int(device) if isinstance(device, numbers.Integral) else device)
+    except RuntimeError as e:
+        raise ValueError(f"device={device!r} is not a device: {e}") from None
+    if resolved.type != "cuda":
+        raise ValueError(f"device must be a CUDA device (got {resolved})")
+    if resolved.index is not None:
+        return resolved.index
+    return torch.cuda.current_device() if torch.cuda.is_available() else 0
+
+
+class BatchPrefillTSWrapper:
+    """Plan once, run every layer: ``plan()`` fixes everything that does not depend on tensor
+    values and capacities (batch size, per-request lengths) and owns the workspace; ``run()`` then
+    only launches, on torch's current stream, as often as needed with any shapes within the
+    capacities. One wrapper per stream or thread of use: its runs share its workspace, so they must
+    be ordered on the device. ``run`` is bit for bit ``batch_prefill`` with the same arguments.
+    """
+
+    def __init__(self) -> None:
+        self._handle: Optional[int] = None
+        self._lib = None
+        self._buffer = bytearray(_SLOT * _SLOTS + _RUN_OPTIONS.size)
+        # The ctypes view pins the buffer: a bytearray cannot move while it is exported.
+        self._memory = (ctypes.c_char * len(self._buffer)).from_buffer(self._buffer)
+        base = ctypes.addressof(self._memory)
+        self._addresses = [base + slot * _SLOT for slot in range(_SLOTS)]
+        self._dims = [address + 48 for address in self._addresses]
+        self._options_offset = _SLOT * _SLOTS
+        self._options_address = base + self._options_offset
+
+    def plan(
+        self,
+        *,
+        device,
+        batch_size: int,
+        max_seq_len_q: int,
+        max_kv_len: int,
+        num_qo_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        q_dtype: torch.dtype,
+        kv_dtype: torch.dtype,
+        out_dtype: Optional[torch.dtype] = None,
+        packed: bool = False,
+        mask_type: str = "dense",
+        window_left: int = -1,
+        sm_scale: Optional[float] = None,
+        output_scale: float = 1.0,
+    ) -> None:
+        """Checks the settings, chooses and loads the kernel (compiling it on first use) and
+        allocates the workspace on ``device``. Replaces a previous plan; if it fails, the wrapper
+        holds no plan."""
+        index = _device_index(device)
+        capacities = [
+            _check_int(value, name, 64)
+            for value, name in (
+                (batch_size, "batch_size"),
+                (max_seq_len_q, "max_seq_len_q"),
+                (max_kv_len, "max_kv_len"),
+            )
+        ]
+        heads = [
+            _check_int(value, name, 32)
+            for value, name in ((num_qo_heads, "num_qo_heads"), (num_kv_heads, "num_kv_heads"), (head_dim, "head_dim"))
+        ]
+        q_code = attention_dtype_code(q_dtype, "q_dtype")
+        kv_code = attention_dtype_code(kv_dtype, "kv_dtype")
+        if not isinstance(packed, bool):
+            raise TypeError(f"packed must be a bool (got {type(packed).__name__}: {packed!r})")
+        s = check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype)
+
+        lib = _library.library()
+        options = _library.PlanOptions()
+        lib.tsattn_prefill_plan_options_init(ctypes.byref(options))
+        options.struct_size = ctypes.sizeof(_library.PlanOptions)
+        options.device_id = index
+        options.layout = 1 if packed else 0
+        options.batch_size, options.max_seq_len_q, options.max_kv_len = capacities
+        options.num_qo_heads, options.num_kv_heads, options.head_dim = heads
+        options.q_dtype = q_code
+        options.kv_dtype = kv_code
+        options.out_dtype = s.out_dtype_code
+        options.mask_type = MASK_CODES[s.mask_type]
+        options.window_left = s.window_left
+        options.has_sm_scale = 0 if s.sm_scale is None else 1
+        options.sm_scale = 0.0 if s.sm_scale is None else s.sm_scale
+        options.output_scale = s.output_scale
+
+        self._release()
+        handle = ctypes.c_void_p()
+        _library.check(lib.tsattn_prefill_plan_create(ctypes.byref(options), ctypes.byref(handle)))
+        self._lib = lib
+        self._run_c = lib.tsattn_prefill_plan_run
+        self._handle = handle.value
+        self._device_index = index
+        self._out_dtype = q_dtype if s.out_dtype_code == DTYPE_UNSET else CODE_DTYPES[s.out_dtype_code]
+
+    def run(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        qo_indptr: Optional[torch.Tensor] = None,
+        kv_indptr: Optional[torch.Tensor] = None,
+        *,
+        variable_window_token_starts: Optional[torch.Tensor] = None,
+        variable_window_token_ends: Optional[torch.Tensor] = None,
+        out: Optional[torch.Tensor] = None,
+        return_lse: bool = False,
+        validate: bool = True,
+    ) -> torch.Tensor:
+        """out = attention(q, k, v) with the plan's settings, queued on torch's current stream of
+        the plan's device; returns out (allocated when not given). Tensors as ``batch_prefill``
+        takes them; shapes and host indptr values within the plan's capacities. ``validate=False``
+        skips the host checks (lengths beyond the capacities are clamped, never read out of
+        bounds)."""
+        if return_lse is not False:
+            if return_lse is True:
+                raise NotImplementedError("return_lse is not available yet")
+            raise TypeError(f"return_lse must be a bool (got {type(return_lse).__name__}: {return_lse!r})")
+        if validate is not True and validate is not False:
+            raise TypeError(f"validate must be a bool (got {type(validate).__name__}: {validate!r})")
+        handle = self._handle
+        if handle is None:
+            raise RuntimeError("BatchPrefillTSWrapper.run() needs a plan: call plan() first")
+        starts, ends = variable_window_token_starts, variable_window_token_ends
+        # The common case in a few isinstance calls; the messages come from check_tensors.
+        tensor = torch.Tensor
+        typed = isinstance(q, tensor) and isinstance(k, tensor) and isinstance(v, tensor)
+        for value in (qo_indptr, kv_indptr, starts, ends, out):
+            typed = typed and (value is None or isinstance(value, tensor))
+        if not typed:
+            check_tensors(q, k, v, qo_indptr, kv_indptr, starts, ends, out)
+        if out is None:
+            out = torch.empty(q.shape, dtype=self._out_dtype, device=q.device)
+
+        put, a = self._put, self._addresses
+        put(_Q, q, "q", validate)
+        put(_K, k, "k", validate)
+        put(_V, v, "v", validate)
+        put(_OUT, out, "out", validate)
+        qo = kv = None
+        starts_address = ends_address = 0
+        if qo_indptr is not None:
+            put(_QO, qo_indptr, "qo_indptr", validate)
+            qo = a[_QO]
+        if kv_indptr is not None:
+            put(_KV, kv_indptr, "kv_indptr", validate)
+            kv = a[_KV]
+        if starts is not None:
+            put(_STARTS, starts, "variable_window_token_starts", validate)
+            starts_address = a[_STARTS]
+        if ends is not None:
+            put(_ENDS, ends, "variable_window_token_ends", validate)
+            ends_address = a[_ENDS]
+        _RUN_OPTIONS.pack_into(
+            self._buffer,
+            self._options_offset,
+            _RUN_OPTIONS.size,
+            starts_address,
+            ends_address,
+            0,
+            1 if validate else 0,
+            _current_stream(self._device_index),
+        )
+        status = self._run_c(handle, a[_Q], a[_K], a[_V], qo, kv, self._options_address, a[_OUT])
+        if status:
+            _library.check(status)
+        return out
+
+    def _put(self, slot: int, tensor: torch.Tensor, name: str, validate: bool) -> None:
+        """Rewrites the view of `slot` in place for tensor: a CUDA tensor, or a host one (indptrs)."""
+        if validate and tensor.layout is not torch.strided:
+            raise ValueError(f"{name} must be a dense strided tensor (got layout {tensor.layout})")
+        device_id = tensor.get_device()  # -1: not a CUDA tensor
+        if device_id >= 0:
+            device_type = _DEVICE_CUDA
+        elif tensor.is_cpu:
+            device_type, device_id = _DEVICE_CPU, 0
+        else:
+            raise ValueError(f"{name} must be a CUDA tensor (got a tensor on {tensor.device})")
+        shape = tensor.shape
+        ndim = len(shape)
+        if ndim > _MAX_RANK:
+            raise ValueError(f"{name}.ndim={ndim} is out of range [0, {_MAX_RANK}]")
+        offset = slot * _SLOT
+        dims = self._dims[slot]
+        code = DTYPE_CODES.get(tensor.dtype, DTYPE_OTHER)
+        if tensor.is_contiguous():
+            _VIEW.pack_into(self._buffer, offset, tensor.data_ptr(), code, device_type, device_id, ndim, dims, 0)
+            _SHAPES[ndim].pack_into(self._buffer, offset + 48, *shape)
+        else:
+            strides = dims + _SHAPE_BYTES
+            _VIEW.pack_into(self._buffer, offset, tensor.data_ptr(), code, device_type, device_id, ndim, dims, strides)
+            _DIMS[ndim].pack_into(self._buffer, offset + 48, *shape, *tensor.stride())
+
+    def _release(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None and self._lib is not None:
+            self._lib.tsattn_prefill_plan_destroy(handle)
+
+    def __del__(self) -> None:
+        try:
+            self._release()
+        except Exception:  # interpreter shutdown: the library may already be gone
+            pass
+
+
+# The hot path packs these structs by hand: their layout must be the C one.
+assert _VIEW.size == ctypes.sizeof(_library.TensorView)
+assert _RUN_OPTIONS.size == ctypes.sizeof(_library.RunOptions)

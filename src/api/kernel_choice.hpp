@@ -1,0 +1,50 @@
+// kernel_choice.hpp - which kernel runs a problem, and its loaded module: the family (sm90a on
+// compute capability 9.x, else sm80; TSATTN_KERNEL_FAMILY), the spec, the sm90a tile and TMA
+// descriptors, and the fallback to sm80 when the table or TMA says no. Shared by the one-shot call
+// (api/execute.cpp) and plans (api/prefill_plan.cpp).
+#pragma once
+
+#include <cuda.h>
+
+#include <optional>
+
+#include "api/problem.hpp"
+#include "codegen/kernel_spec.hpp"
+#include "codegen/spec_table.hpp"
+#include "jit/driver/device_context.hpp"
+#include "jit/driver/module_table.hpp"
+#include "plan/launch_plan.hpp"
+#include "plan/tensor_maps.hpp"
+
+namespace tsattn {
+
+// What runs a problem: its spec and, for the sm90a family, the spec's tile and TMA descriptors
+// (for e4m3 inputs v's map is encoded once the V^T workspace exists).
+struct KernelChoice {
+  KernelSpec spec;
+  TileConfig tile{};
+  TsattnTensorMaps maps{};
+  std::optional<TransposedV> transposed_v{};
+};
+
+// The cubin arch of the device; Error(not_implemented) for GPUs older than sm_80.
+Arch device_arch(const driver::DeviceInfo& device);
+
+// The family's spec for p without its maps; an sm90a spec the table lacks becomes the sm80 spec of
+// the same problem (logged). Reads only what changes generated code (mask, head dim, dtypes, layout).
+KernelChoice choose_spec(const Problem& p, const driver::DeviceInfo& device, Arch arch);
+
+// How an sm90a choice reads and writes, for plan_tensor_maps().
+MapShape map_shape(const KernelChoice& choice);
+
+// choose_spec, then for sm90a p's TMA descriptors; a problem that cannot have them runs on sm80.
+KernelChoice choose_kernel(const Problem& p, const driver::DeviceInfo& device, Arch arch);
+
+// The module of choice.spec in `context` (current), loaded (and compiled) on first use. The entry
+// lives as long as the process.
+const driver::LoadedKernel& load_kernel(CUcontext context, const KernelChoice& choice);
+
+// What plan_launch() needs of the loaded kernel and the choice.
+KernelFacts kernel_facts(const driver::LoadedKernel& kernel, const KernelChoice& choice);
+
+}  // namespace tsattn

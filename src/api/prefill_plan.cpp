@@ -1,0 +1,152 @@
+#include "api/prefill_plan.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "api/launch.hpp"
+#include "common/error.hpp"
+#include "jit/driver/device_context.hpp"
+#include "jit/driver/driver_api.hpp"
+#include "plan/kernel_params.hpp"
+
+namespace tsattn {
+
+PrefillPlan::PrefillPlan(const tsattn_prefill_plan_options* options) : settings_(check_plan_options(options)) {
+  const Problem& base = settings_.base;
+  const Capacity& capacity = settings_.capacity;
+  driver::ContextScope scope(nullptr, base.device_id);
+  context_ = scope.context();
+  const driver::DeviceInfo& device = scope.device();
+  multiprocessors_ = device.multiprocessors;
+  // The choice of the one-shot call for the same settings (base holds the largest shape; the spec
+  // depends on none of it). Whether TMA can read the tensors is known only per run.
+  choice_ = choose_spec(base, device, device_arch(device));
+  kernel_ = &load_kernel(context_, choice_);
+  if (base.layout == Layout::packed && kernel_->planner == nullptr)
+    raise(ErrorKind::runtime, "kernel {} has no device planner for packed runs", kernel_->name);
+  facts_ = kernel_facts(*kernel_, choice_);
+  if (kernel_->dynamic_order && max_items_bound(capacity, facts_.block_m) >= std::numeric_limits<int32_t>::max())
+    raise(ErrorKind::value, "the plan's capacities allow {} work items, more than kernel {} can number (2^31)",
+          max_items_bound(capacity, facts_.block_m), kernel_->name);
+
+  // Knobs are read once: a run parses nothing.
+  const auto snapshot = [](Knob which) {
+    try {
+      return KnobValue{knob_string(which), std::nullopt};
+    } catch (const Error& e) {
+      return KnobValue{{}, e};
+    }
+  };
+  work_order_ = snapshot(Knob::work_order);
+  split_tail_ = snapshot(Knob::split_tail);
+  knobs_ = [this](Knob which) { return knob(which); };
+
+  layout_ = plan_workspace(capacity, facts_, multiprocessors_, transposes_v(choice_.spec));
+  workspace_ = driver::DeviceBuffer(layout_.bytes);
+  if (base.layout == Layout::packed) {
+    staging_.emplace(layout_.indptrs.bytes, kIndptrStagingSlots);
+    uploaded_.assign(static_cast<size_t>(2 * (capacity.batch + 1)), 0);
+  }
+}
+
+PrefillPlan::~PrefillPlan() {
+  try {
+    const driver::CurrentContext current(context_);
+    staging_.reset();
+    workspace_ = driver::DeviceBuffer();
+  } catch (...) {
+    // No driver left (process teardown): nothing to free through it.
+  }
+}
+
+std::string PrefillPlan::knob(Knob which) const {
+  const KnobValue* value = which == Knob::work_order   ? &work_order_
+                           : which == Knob::split_tail ? &split_tail_
+                                                       : nullptr;
+  if (value == nullptr) return knob_string(which);
+  if (value->error) throw *value->error;
+  return value->value;
+}
+
+void PrefillPlan::check_stream(CUstream stream) const {
+  if (stream == nullptr) return;  // the legacy default stream of the plan's context (made current)
+  CUcontext owner = nullptr;
+  driver::check(driver::api().cuStreamGetCtx(stream, &owner), "cuStreamGetCtx (is the stream valid?)");
+  if (owner != context_)
+    raise(ErrorKind::value,
+          "the stream belongs to another CUDA context than the plan (made for cuda:{}); a plan runs on streams "
+          "of its own context",
+          settings_.base.device_id);
+}
+
+void PrefillPlan::upload_indptrs(const RunViews& views, Problem& p, CUstream stream) {
+  if (stream_is_capturing(stream)) raise_host_indptrs_under_capture();
+  const int64_t entries = p.batch + 1;  // clamped to the capacity
+  const auto capacity = static_cast<size_t>(settings_.capacity.batch + 1);
+  const auto read = [&](const tsattn_tensor_view& view, int32_t* copy, bool& changed) {
+    const auto* data = static_cast<const int32_t*>(view.data);
+    const int64_t stride = view.strides ? view.strides[0] : 1;
+    for (int64_t i = 0; i < entries; ++i) {
+      const int32_t value = data[i * stride];
+      changed |= copy[i] != value;
+      copy[i] = value;
+    }
+  };
+  bool changed = entries != uploaded_entries_;
+  uploaded_entries_ = -1;  // until the upload below is queued
+  read(*views.qo_indptr, uploaded_.data(), changed);
+  read(*views.kv_indptr, uploaded_.data() + capacity, changed);
+  const CUdeviceptr copies = workspace_.address() + layout_.indptrs.offset;
+  if (changed) {
+    // Values the device copies already hold need no upload: later runs in stream order see them.
+    const size_t bytes = (capacity + static_cast<size_t>(entries)) * sizeof(int32_t);
+    std::copy_n(uploaded_.data(), capacity + static_cast<size_t>(entries), static_cast<int32_t*>(staging_->acquire()));
+    staging_->upload(copies, bytes, stream);
+  }
+  uploaded_entries_ = entries;
+  p.qo_indptr = reinterpret_cast<const int32_t*>(copies);
+  p.kv_indptr = reinterpret_cast<const int32_t*>(copies + capacity * sizeof(int32_t));
+}
+
+void PrefillPlan::encode_maps(const Problem& p, KernelFacts& facts) {
+  const TensorMapPlanOrReason planned = plan_tensor_maps(p, map_shape(choice_));
+  if (!planned.plan)
+    raise(ErrorKind::value,
+          "kernel {} cannot read these tensors through TMA: {}; the one-shot call would run them on the sm80 family",
+          kernel_->name, planned.reason);
+  TensorMapsOrReason maps = encode_tensor_maps(*planned.plan, map_cache_);
+  if (!maps.ok()) raise(ErrorKind::runtime, "kernel {}: {}", kernel_->name, maps.reason);
+  choice_.maps = maps.maps;
+  choice_.transposed_v = maps.transposed_v;
+  facts.transposed_v_keys = maps.transposed_v ? maps.transposed_v->keys : 0;
+}
+
+const char* PrefillPlan::run(const RunArguments& args) {
+  if (args.lse != nullptr) raise(ErrorKind::not_implemented, "return_lse is not available yet");
+  const auto stream = static_cast<CUstream>(args.stream);
+  const driver::CurrentContext current(context_);
+  check_stream(stream);
+  Problem p = args.validate ? checked_run_problem(settings_, args.views, args.stream)
+                            : unchecked_run_problem(settings_, args.views, args.stream);
+  if (p.batch == 0 || p.q_tokens == 0) return nullptr;  // no query rows: nothing to write
+  if (p.layout == Layout::packed) {
+    if (p.indptr_on_host) upload_indptrs(args.views, p, stream);
+    p.indptr_on_host = false;  // runs always plan their tile list on the device
+  }
+  KernelFacts facts = facts_;
+  if (choice_.spec.family == KernelFamily::sm90a) encode_maps(p, facts);
+  // The one-shot call's plan for this shape: the same order, chunks and split tail, so the same bits.
+  const LaunchPlan plan = plan_launch(p, facts, multiprocessors_, knobs_);
+  if (!plan.launches) return nullptr;
+  if (plan.workspace.bytes > layout_.launch.bytes)
+    raise(ErrorKind::runtime, "internal error: a run needs {} workspace bytes but the plan holds {}",
+          plan.workspace.bytes, layout_.launch.bytes);
+  TsattnPrefillParams params = make_kernel_params(p);
+  LaunchMemory memory;
+  memory.workspace = workspace_.address();
+  if (layout_.transposed_v.present()) memory.transposed_v = workspace_.address() + layout_.transposed_v.offset;
+  queue_launches(plan, *kernel_, choice_, params, memory, stream);
+  return kernel_->name.c_str();
+}
+
+}  // namespace tsattn

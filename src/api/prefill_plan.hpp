@@ -1,0 +1,82 @@
+// prefill_plan.hpp - a plan (tsattn_prefill_plan; docs/contract.md, "Plan once, run every
+// layer"): its settings checked once, its kernel chosen and loaded once, one device workspace
+// sized for every run within its capacities (plan/plan_capacity.hpp) and pinned staging for host
+// indptrs. A run reads its tensors, fills the kernel's parameters and launches: it compiles
+// nothing, allocates no device or pinned memory, never waits for the device, and builds no string
+// unless it fails.
+//
+// A plan is used by one thread at a time, and its runs must be ordered on the device (they share
+// the workspace): one stream, or streams ordered by events.
+#pragma once
+
+#include <tsattn/tsattn.hpp>
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/kernel_choice.hpp"
+#include "api/plan_arguments.hpp"
+#include "jit/driver/device_buffer.hpp"
+#include "jit/driver/staging_ring.hpp"
+#include "plan/plan_capacity.hpp"
+
+namespace tsattn {
+
+struct RunArguments {
+  RunViews views;
+  const tsattn_tensor_view* lse = nullptr;  // not available yet: must be null
+  bool validate = true;
+  void* stream = nullptr;
+};
+
+// Uploads of host indptrs a run may queue before the host waits for the oldest (StagingRing).
+constexpr int kIndptrStagingSlots = 16;
+
+class PrefillPlan {
+ public:
+  // Checks the options, loads the kernel (compiling it if needed) and allocates the workspace in
+  // the device's current context (the primary one when the thread has none on that device).
+  explicit PrefillPlan(const tsattn_prefill_plan_options* options);
+  // Frees the workspace and the staging in the plan's context (cuMemFree waits for the device).
+  ~PrefillPlan();
+  PrefillPlan(const PrefillPlan&) = delete;
+  PrefillPlan& operator=(const PrefillPlan&) = delete;
+
+  // Queues one run on args.stream. Returns the kernel's canonical name (it lives as long as the
+  // process), or nullptr when the run had nothing to launch.
+  const char* run(const RunArguments& args);
+
+ private:
+  // A knob's value when the plan was made, or the error reading it gave (raised only if asked).
+  struct KnobValue {
+    std::string value;
+    std::optional<Error> error;
+  };
+  std::string knob(Knob knob) const;
+  void check_stream(CUstream stream) const;
+  // Host indptrs of a packed run into the workspace's copies (skipped when they are the values
+  // uploaded last); points p at the copies.
+  void upload_indptrs(const RunViews& views, Problem& p, CUstream stream);
+  void encode_maps(const Problem& p, KernelFacts& facts);
+
+  PlanSettings settings_;
+  CUcontext context_ = nullptr;
+  int multiprocessors_ = 0;
+  KernelChoice choice_;
+  const driver::LoadedKernel* kernel_ = nullptr;
+  KernelFacts facts_;
+  KnobValue work_order_, split_tail_;
+  KnobReader knobs_;
+  PlanWorkspace layout_;
+  driver::DeviceBuffer workspace_;
+  std::optional<driver::StagingRing> staging_;
+  std::vector<int32_t> uploaded_;  // [qo | kv] values of the last upload, capacity batch + 1 each
+  int64_t uploaded_entries_ = -1;  // B + 1 of the last upload; -1: none
+  TensorMapCache map_cache_;
+};
+
+}  // namespace tsattn
