@@ -160,7 +160,7 @@ typedef struct tsattn_prefill_run_options {
   size_t struct_size; /* sizeof(tsattn_prefill_run_options) as the caller compiled it */
   const tsattn_tensor_view* variable_window_token_starts; /* variable_window plans only */
   const tsattn_tensor_view* variable_window_token_ends;
-  const tsattn_tensor_view* lse; /* log-sum-exp output; not available yet: must be NULL */
+  const tsattn_tensor_view* lse; /* log-sum-exp output (options.lse of tsattn_prefill_options), or NULL */
   int32_t validate;              /* 1: check the tensors against the plan on the host; 0: skip (lengths clamped) */
   void* stream;                  /* CUstream / cudaStream_t of the plan's context; NULL is the legacy default stream */
 } tsattn_prefill_run_options;

@@ -130,7 +130,7 @@ struct PlanOptions {
 struct RunOptions {
   const Tensor* variable_window_token_starts = nullptr;
   const Tensor* variable_window_token_ends = nullptr;
-  const Tensor* lse = nullptr;  // not available yet: must be null
+  const Tensor* lse = nullptr;  // float32 q.shape[:-1]: the rows' log-sum-exp, or null
   bool validate = true;
   void* stream = nullptr;
 };

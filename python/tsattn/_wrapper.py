@@ -34,8 +34,8 @@ _SHAPES = [struct.Struct(f"@{n}q") for n in range(_MAX_RANK + 1)]
 # tsattn_prefill_run_options: struct_size, starts, ends, lse, validate, stream.
 _RUN_OPTIONS = struct.Struct("@N3PiP")
 _SLOT = 48 + 2 * _SHAPE_BYTES  # one view and its dims
-_Q, _K, _V, _OUT, _QO, _KV, _STARTS, _ENDS = range(8)
-_SLOTS = 8
+_Q, _K, _V, _OUT, _QO, _KV, _STARTS, _ENDS, _LSE = range(9)
+_SLOTS = 9
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
@@ -171,15 +171,14 @@ class BatchPrefillTSWrapper:
         out: Optional[torch.Tensor] = None,
         return_lse: bool = False,
         validate: bool = True,
-    ) -> torch.Tensor:
+    ):
         """out = attention(q, k, v) with the plan's settings, queued on torch's current stream of
-        the plan's device; returns out (allocated when not given). Tensors as ``batch_prefill``
-        takes them; shapes and host indptr values within the plan's capacities. ``validate=False``
-        skips the host checks (lengths beyond the capacities are clamped, never read out of
-        bounds)."""
-        if return_lse is not False:
-            if return_lse is True:
-                raise NotImplementedError("return_lse is not available yet")
+        the plan's device; returns out (allocated when not given), or ``(out, lse)`` with
+        ``return_lse=True``: lse float32 of q.shape[:-1], the natural-log log-sum-exp of each row's
+        scaled scores, -inf for a row that sees no key. Tensors as ``batch_prefill`` takes them;
+        shapes and host indptr values within the plan's capacities. ``validate=False`` skips the
+        host checks (lengths beyond the capacities are clamped, never read out of bounds)."""
+        if return_lse is not True and return_lse is not False:
             raise TypeError(f"return_lse must be a bool (got {type(return_lse).__name__}: {return_lse!r})")
         if validate is not True and validate is not False:
             raise TypeError(f"validate must be a bool (got {type(validate).__name__}: {validate!r})")
@@ -210,6 +209,11 @@ class BatchPrefillTSWrapper:
         if kv_indptr is not None:
             put(_KV, kv_indptr, "kv_indptr", validate)
             kv = a[_KV]
+        lse = lse_address = None
+        if return_lse:
+            lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+            put(_LSE, lse, "lse", validate)
+            lse_address = a[_LSE]
         if starts is not None:
             put(_STARTS, starts, "variable_window_token_starts", validate)
             starts_address = a[_STARTS]
@@ -222,14 +226,14 @@ class BatchPrefillTSWrapper:
             _RUN_OPTIONS.size,
             starts_address,
             ends_address,
-            0,
+            lse_address or 0,
             1 if validate else 0,
             _current_stream(self._device_index),
         )
         status = self._run_c(handle, a[_Q], a[_K], a[_V], qo, kv, self._options_address, a[_OUT])
         if status:
             _library.check(status)
-        return out
+        return (out, lse) if return_lse else out
 
     def _put(self, slot: int, tensor: torch.Tensor, name: str, validate: bool) -> None:
         """Rewrites the view of `slot` in place for tensor: a CUDA tensor, or a host one (indptrs)."""

@@ -118,7 +118,7 @@ TSATTN_API tsattn_status tsattn_prefill_plan_run(tsattn_prefill_plan* plan, cons
                                 "tsattn_prefill_run_options");
       args.views.starts = options->variable_window_token_starts;
       args.views.ends = options->variable_window_token_ends;
-      args.lse = options->lse;
+      args.views.lse = options->lse;
       args.validate = options->validate != 0;
       args.stream = options->stream;
     }

@@ -28,6 +28,7 @@ tsattn_prefill_options run_options(const PlanSettings& plan, const RunViews& vie
   o.output_scale = plan.scalars.output_scale;
   o.out_dtype = plan.scalars.out_dtype;
   o.stream = stream;
+  o.lse = views.lse;
   return o;
 }
 
@@ -268,6 +269,16 @@ Problem unchecked_run_problem(const PlanSettings& plan, const RunViews& views, v
       resolve_strides(b, strides);
       *targets[i] = row_index_tensor(b.data, strides, p.layout);
     }
+  }
+  if (views.lse != nullptr) {
+    const tsattn_tensor_view& lse = present(views.lse, "lse", rank - 1);
+    expect_dtype(lse, TSATTN_DTYPE_FLOAT32, "lse");
+    for (int axis = 0; axis < rank - 1; ++axis)
+      if (lse.shape[axis] != q.shape[axis])
+        raise(ErrorKind::value, "lse.shape[{}]={} must equal q.shape[{}]={}", axis, lse.shape[axis], axis,
+              q.shape[axis]);
+    resolve_strides(lse, strides);
+    p.lse = token_tensor(lse.data, strides, p.layout);
   }
   clamp_to_capacity(p, plan.capacity);
   return p;

@@ -38,6 +38,7 @@ struct RunViews {
   const tsattn_tensor_view* out = nullptr;
   const tsattn_tensor_view* starts = nullptr;  // variable-window bounds
   const tsattn_tensor_view* ends = nullptr;
+  const tsattn_tensor_view* lse = nullptr;  // the log-sum-exp output, or null
 };
 
 // Every rule of the one-shot call (validate_arguments) and, against the plan, the layout, dtypes,

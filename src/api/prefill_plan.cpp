@@ -122,7 +122,6 @@ void PrefillPlan::encode_maps(const Problem& p, KernelFacts& facts) {
 }
 
 const char* PrefillPlan::run(const RunArguments& args) {
-  if (args.lse != nullptr) raise(ErrorKind::not_implemented, "return_lse is not available yet");
   const auto stream = static_cast<CUstream>(args.stream);
   const driver::CurrentContext current(context_);
   check_stream(stream);

@@ -28,7 +28,6 @@ namespace tsattn {
 
 struct RunArguments {
   RunViews views;
-  const tsattn_tensor_view* lse = nullptr;  // not available yet: must be null
   bool validate = true;
   void* stream = nullptr;
 };

@@ -9,6 +9,7 @@ read once per process, so the sm80 pass is a second pytest process; see tools/de
 import pytest
 import torch
 
+import tsattn
 from tsattn import _call
 
 from support import FP8, indptr, poisoned, randn, reference_lse
@@ -116,3 +117,41 @@ def test_lse_is_rejected_with_the_wrong_dtype_or_shape():
         )
     with pytest.raises(ValueError, match=r"lse.shape=\[1, 17, 5\]"):
         _call.run(q, k, v, None, None, "dense", -1, None, None, None, 1.0, 0, out, torch.empty(1, 17, 5, device="cuda"))
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_wrapper_return_lse_equals_the_one_shot_lse(packed):
+    """run(..., return_lse=True) gives the one-shot call's out and lse bit for bit (same kernel)."""
+    torch.manual_seed(5)
+    hq, hkv, d = 8, 2, 128
+    if packed:
+        q_lens, kv_lens = [127, 0, 129], [129, 3, 200]
+        q = randn((sum(q_lens), hq, d), torch.bfloat16)
+        k, v = randn((sum(kv_lens), hkv, d), torch.bfloat16), randn((sum(kv_lens), hkv, d), torch.bfloat16)
+        qo, kv = indptr(q_lens, "cuda"), indptr(kv_lens, "cuda")
+        batch, max_q, max_kv = len(q_lens), max(q_lens), max(kv_lens)
+    else:
+        q = randn((2, 129, hq, d), torch.bfloat16)
+        k, v = randn((2, 257, hkv, d), torch.bfloat16), randn((2, 257, hkv, d), torch.bfloat16)
+        qo = kv = None
+        batch, max_q, max_kv = 2, 129, 257
+    w = tsattn.BatchPrefillTSWrapper()
+    w.plan(
+        device="cuda",
+        batch_size=batch,
+        max_seq_len_q=max_q,
+        max_kv_len=max_kv,
+        num_qo_heads=hq,
+        num_kv_heads=hkv,
+        head_dim=d,
+        q_dtype=torch.bfloat16,
+        kv_dtype=torch.bfloat16,
+        packed=packed,
+        mask_type="causal",
+    )
+    out, lse = w.run(q, k, v, qo, kv, out=poisoned(q.shape, torch.bfloat16), return_lse=True)
+    expected_out, expected_lse = _call_with_lse(q, k, v, True, qo=qo, kv=kv, mask="causal")
+    torch.cuda.synchronize()
+    assert lse.dtype == torch.float32 and lse.shape == q.shape[:-1]
+    assert torch.equal(out.view(torch.uint8), expected_out.view(torch.uint8))
+    assert torch.equal(lse.view(torch.int32), expected_lse.view(torch.int32))

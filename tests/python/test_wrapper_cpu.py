@@ -127,8 +127,6 @@ def test_plan_without_a_gpu_is_a_runtime_error():
 def test_run_checks_before_the_plan():
     w = tsattn.BatchPrefillTSWrapper()
     q = torch.zeros(1, 4, 8, 128, dtype=BF16)
-    with pytest.raises(NotImplementedError, match="return_lse is not available yet"):
-        w.run(q, q, q, return_lse=True)
     with pytest.raises(TypeError, match="return_lse must be a bool"):
         w.run(q, q, q, return_lse=1)
     with pytest.raises(TypeError, match="validate must be a bool"):
