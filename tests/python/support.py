@@ -141,6 +141,25 @@ def attention_one(q, k, v, mask, sm_scale, output_scale) -> torch.Tensor:
     return (torch.einsum("hij,jhd->ihd", p, v) * output_scale).float()
 
 
+def requests(q, k, qo_indptr, kv_indptr, mask_type, window_left, starts, ends):
+    """(rows, keys, mask) of each request: rows and keys index q's and k's first dims (fixed
+    layout: b; packed: a token slice), mask the request's visible keys (visible_mask)."""
+    if qo_indptr is None:
+        for b in range(q.shape[0]):
+            rows_starts = None if starts is None else starts[b]
+            rows_ends = None if ends is None else ends[b]
+            m = visible_mask(q.shape[1], k.shape[1], mask_type, window_left, rows_starts, rows_ends, q.device)
+            yield b, b, m
+        return
+    qo, kv = qo_indptr.tolist(), kv_indptr.tolist()
+    for b in range(len(qo) - 1):
+        q0, q1, k0, k1 = qo[b], qo[b + 1], kv[b], kv[b + 1]
+        rows_starts = None if starts is None else starts[q0:q1]
+        rows_ends = None if ends is None else ends[q0:q1]
+        m = visible_mask(q1 - q0, k1 - k0, mask_type, window_left, rows_starts, rows_ends, q.device)
+        yield slice(q0, q1), slice(k0, k1), m
+
+
 def reference(
     q,
     k,
@@ -156,37 +175,10 @@ def reference(
     output_scale=1.0,
 ) -> torch.Tensor:
     """fp32 oracle for batch_prefill's arguments (fixed or packed layout)."""
-    d = q.shape[-1]
-    scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
-    if qo_indptr is None:
-        outs = []
-        for b in range(q.shape[0]):
-            sq, sk = q.shape[1], k.shape[1]
-            m = visible_mask(
-                sq,
-                sk,
-                mask_type,
-                window_left,
-                None if starts is None else starts[b],
-                None if ends is None else ends[b],
-                q.device,
-            )
-            outs.append(attention_one(q[b], k[b], v[b], m, scale, output_scale))
-        return torch.stack(outs)
-    qo, kv = qo_indptr.tolist(), kv_indptr.tolist()
+    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
     out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-    for b in range(len(qo) - 1):
-        q0, q1, k0, k1 = qo[b], qo[b + 1], kv[b], kv[b + 1]
-        m = visible_mask(
-            q1 - q0,
-            k1 - k0,
-            mask_type,
-            window_left,
-            None if starts is None else starts[q0:q1],
-            None if ends is None else ends[q0:q1],
-            q.device,
-        )
-        out[q0:q1] = attention_one(q[q0:q1], k[k0:k1], v[k0:k1], m, scale, output_scale)
+    for rows, keys, m in requests(q, k, qo_indptr, kv_indptr, mask_type, window_left, starts, ends):
+        out[rows] = attention_one(q[rows], k[keys], v[keys], m, scale, output_scale)
     return out
 
 
@@ -208,34 +200,9 @@ def reference_lse(
 ) -> torch.Tensor:
     """The fp32 oracle of the lse output: q.shape[:-1] (fixed [B, Sq, Hq], packed [total_q, Hq])."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
-    if qo_indptr is None:
-        rows = []
-        for b in range(q.shape[0]):
-            m = visible_mask(
-                q.shape[1],
-                k.shape[1],
-                mask_type,
-                window_left,
-                None if starts is None else starts[b],
-                None if ends is None else ends[b],
-                q.device,
-            )
-            rows.append(lse_one(q[b], k[b], m, scale))
-        return torch.stack(rows)
-    qo, kv = qo_indptr.tolist(), kv_indptr.tolist()
     out = torch.full(q.shape[:-1], float("-inf"), dtype=torch.float32, device=q.device)
-    for b in range(len(qo) - 1):
-        q0, q1, k0, k1 = qo[b], qo[b + 1], kv[b], kv[b + 1]
-        m = visible_mask(
-            q1 - q0,
-            k1 - k0,
-            mask_type,
-            window_left,
-            None if starts is None else starts[q0:q1],
-            None if ends is None else ends[q0:q1],
-            q.device,
-        )
-        out[q0:q1] = lse_one(q[q0:q1], k[k0:k1], m, scale)
+    for rows, keys, m in requests(q, k, qo_indptr, kv_indptr, mask_type, window_left, starts, ends):
+        out[rows] = lse_one(q[rows], k[keys], m, scale)
     return out
 
 
