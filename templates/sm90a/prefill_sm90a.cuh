@@ -111,8 +111,8 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, const
     }
     if (writes) {
       write_output(params, maps, item, o, rows, row_in_tile, c, staged, kOutputInQ ? q_buffer : smem + kOOffset);
-      // The rows' log-sum-exp apart from write_output: inside it, the e4m3 D256 causal packed
-      // kernels spilled.
+      // The rows' log-sum-exp, apart from write_output: written inside it, the e4m3 D256 causal
+      // packed kernels spill (docs/PERF.md, the lse output).
       if (params.lse != nullptr) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
