@@ -159,9 +159,11 @@ TSATTN_API tsattn_status tsattn_precompile(const char* manifest_path, const char
   return guarded([&] {
     if (manifest_path == nullptr) tsattn::raise(tsattn::ErrorKind::value, "manifest_path is a null pointer");
     if (archs == nullptr) tsattn::raise(tsattn::ErrorKind::value, "archs is a null pointer");
-    const auto specs = tsattn::load_manifest(manifest_path, tsattn::parse_arch_list(archs));
+    const tsattn::ManifestModules modules =
+        tsattn::load_manifest_modules(manifest_path, tsattn::parse_arch_list(archs));
     const std::string out = out_dir ? std::string(out_dir) : tsattn::knob_string(tsattn::Knob::cache_dir);
-    const tsattn::jit::PrecompileSummary summary = tsattn::jit::precompile(specs, out, jobs, /*keep_going=*/true);
+    const tsattn::jit::PrecompileSummary summary =
+        tsattn::jit::precompile(modules.kernels, modules.merges, out, jobs, /*keep_going=*/true);
     if (compiled) *compiled = summary.compiled;
     if (cached) *cached = summary.cached;
     if (failed) *failed = summary.failed;
@@ -169,7 +171,7 @@ TSATTN_API tsattn_status tsattn_precompile(const char* manifest_path, const char
       const auto& first = *std::find_if(summary.events.begin(), summary.events.end(),
                                         [](const auto& e) { return e.status == "failed"; });
       tsattn::raise(tsattn::ErrorKind::runtime, "{} of {} kernels failed to compile; first: {}: {}", summary.failed,
-                    specs.size(), first.name, first.error);
+                    modules.size(), first.name, first.error);
     }
   });
 }

@@ -106,8 +106,8 @@ std::vector<KernelSpec> expand_manifest(const nlohmann::json& manifest, const st
                                         const std::string& source) {
   if (!manifest.is_object()) raise(ErrorKind::value, "{}: the manifest must be a JSON object", source);
   for (const auto& [key, value] : manifest.items())
-    if (key != "schema" && key != "kernels" && key != "description")
-      raise(ErrorKind::value, "{}: unknown key \"{}\" (allowed: schema, description, kernels)", source, key);
+    if (key != "schema" && key != "kernels" && key != "description" && key != "merge")
+      raise(ErrorKind::value, "{}: unknown key \"{}\" (allowed: schema, description, kernels, merge)", source, key);
   if (!manifest.contains("schema") || manifest.at("schema") != kManifestSchema)
     raise(ErrorKind::value, "{}.schema: must be {} (got {})", source, kManifestSchema,
           manifest.contains("schema") ? manifest.at("schema").dump() : "nothing");
@@ -176,7 +176,33 @@ std::vector<std::string> builtin_manifest_names() {
   return names;
 }
 
-std::vector<KernelSpec> load_manifest(const std::string& name_or_path, const std::vector<Arch>& archs) {
+std::vector<MergeSpec> expand_manifest_merges(const nlohmann::json& manifest, const std::vector<Arch>& archs,
+                                              const std::string& source) {
+  if (!manifest.is_object() || !manifest.contains("merge")) return {};
+  const nlohmann::json& axis = manifest.at("merge");
+  const std::string path = source + ".merge";
+  const nlohmann::json list = axis.is_array() ? axis : nlohmann::json::array({axis});
+  if (list.empty()) raise(ErrorKind::value, "{}: the list is empty (leave \"merge\" out for no merge modules)", path);
+  std::vector<std::string> supported;
+  for (tsattn_dtype dtype : merge_dtypes()) supported.emplace_back(merge_dtype_name(dtype));
+  std::vector<tsattn_dtype> dtypes;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::optional<tsattn_dtype> dtype =
+        list[i].is_string() ? parse_merge_dtype(list[i].get<std::string>()) : std::nullopt;
+    if (!dtype)
+      raise(ErrorKind::value, "{}: {} is not supported (supported: {})",
+            axis.is_array() ? fmt::format("{}[{}]", path, i) : path, list[i].dump(), fmt::join(supported, ", "));
+    if (std::find(dtypes.begin(), dtypes.end(), *dtype) == dtypes.end()) dtypes.push_back(*dtype);
+  }
+  std::vector<MergeSpec> specs;
+  for (Arch arch : archs)
+    for (tsattn_dtype dtype : dtypes) specs.push_back({arch, dtype});
+  return specs;
+}
+
+namespace {
+
+nlohmann::json read_manifest(const std::string& name_or_path) {
   const bool is_name = name_or_path.find('/') == std::string::npos && !name_or_path.ends_with(".json");
   std::string text;
   if (is_name) {
@@ -201,7 +227,18 @@ std::vector<KernelSpec> load_manifest(const std::string& name_or_path, const std
   } catch (const nlohmann::json::parse_error& e) {
     raise(ErrorKind::value, "{}: not valid JSON ({})", name_or_path, e.what());
   }
-  return expand_manifest(manifest, archs, name_or_path);
+  return manifest;
+}
+
+}  // namespace
+
+std::vector<KernelSpec> load_manifest(const std::string& name_or_path, const std::vector<Arch>& archs) {
+  return expand_manifest(read_manifest(name_or_path), archs, name_or_path);
+}
+
+ManifestModules load_manifest_modules(const std::string& name_or_path, const std::vector<Arch>& archs) {
+  const nlohmann::json manifest = read_manifest(name_or_path);
+  return {expand_manifest(manifest, archs, name_or_path), expand_manifest_merges(manifest, archs, name_or_path)};
 }
 
 }  // namespace tsattn

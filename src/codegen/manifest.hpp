@@ -9,6 +9,9 @@
 // the table supports for that family. "exclude" drops the combinations that match all fields of
 // one of its objects. Values are validated against the table of truth (spec_table.hpp), with
 // errors that name the JSON path ("kernels[1].head_dim[0]: 96 is not supported (supported: 128, 256)").
+//
+// An optional top-level "merge": ["f16", "bf16", "f32"] lists the v dtypes whose merge modules
+// (codegen/merge_spec.hpp) to build for every arch; without it, none.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "codegen/kernel_spec.hpp"
+#include "codegen/merge_spec.hpp"
 
 namespace tsattn {
 
@@ -31,6 +35,19 @@ std::vector<KernelSpec> expand_manifest(const nlohmann::json& manifest, const st
 // files of cache/manifests/, compiled into the library), or a file by path (anything with a '/' or
 // ending in .json). Error(value) for an unknown name or an unreadable or malformed file.
 std::vector<KernelSpec> load_manifest(const std::string& name_or_path, const std::vector<Arch>& archs);
+
+// The merge modules of a manifest's "merge" list for the given archs (none without one), deduplicated,
+// archs outermost. Throws Error(value) with a path-qualified message, as expand_manifest.
+std::vector<MergeSpec> expand_manifest_merges(const nlohmann::json& manifest, const std::vector<Arch>& archs,
+                                              const std::string& source);
+
+// Everything a manifest builds: its kernels (load_manifest) and its merge modules.
+struct ManifestModules {
+  std::vector<KernelSpec> kernels;
+  std::vector<MergeSpec> merges;
+  size_t size() const { return kernels.size() + merges.size(); }
+};
+ManifestModules load_manifest_modules(const std::string& name_or_path, const std::vector<Arch>& archs);
 
 // The names load_manifest knows without a file, sorted.
 std::vector<std::string> builtin_manifest_names();

@@ -65,38 +65,60 @@ KernelCache& KernelCache::process() {
   return cache;
 }
 
-std::shared_ptr<const CompiledKernel> KernelCache::get(const KernelSpec& spec) {
-  std::promise<std::shared_ptr<const CompiledKernel>> promise;
-  std::shared_future<std::shared_ptr<const CompiledKernel>> future;
+std::shared_ptr<const CompiledKernel> KernelCache::get(const KernelSpec& spec) { return single_flight(kernels_, spec); }
+
+std::shared_ptr<const CompiledMerge> KernelCache::get(const MergeSpec& spec) { return single_flight(merges_, spec); }
+
+template <class Compiled, class Spec>
+std::shared_ptr<const Compiled> KernelCache::single_flight(Slots<Compiled>& slots, const Spec& spec) {
+  std::promise<std::shared_ptr<const Compiled>> promise;
+  std::shared_future<std::shared_ptr<const Compiled>> future;
   {
     std::lock_guard lock(mutex_);
-    auto it = kernels_.find(spec.id());
-    if (it != kernels_.end()) {
+    auto it = slots.find(spec.id());
+    if (it != slots.end()) {
       ++memory_hits_;
       future = it->second;
     } else {
       ++memory_misses_;
-      kernels_.emplace(spec.id(), promise.get_future().share());
+      slots.emplace(spec.id(), promise.get_future().share());
     }
   }
   if (future.valid()) return future.get();  // waits while another thread finds or compiles it
 
   try {
-    std::shared_ptr<const CompiledKernel> kernel = find_or_compile(spec);
-    promise.set_value(kernel);
-    return kernel;
+    std::shared_ptr<const Compiled> module = find_or_compile(spec);
+    promise.set_value(module);
+    return module;
   } catch (...) {
     // Waiters see this failure; later callers try again (the cause may have been transient).
     promise.set_exception(std::current_exception());
     std::lock_guard lock(mutex_);
-    kernels_.erase(spec.id());
+    slots.erase(spec.id());
     throw;
   }
 }
 
 std::shared_ptr<const CompiledKernel> KernelCache::find_or_compile(const KernelSpec& spec) {
-  const GeneratedSource source = generate_source(spec);
-  const std::string arch = arch_name(spec.arch);
+  auto kernel = std::make_shared<CompiledKernel>();
+  kernel->spec = spec;
+  find_or_compile(*kernel, generate_source(spec), spec.arch, spec_json(spec),
+                  fmt::format("M.json's \"kernels\" list has {}", manifest_entry_for(spec).dump()));
+  return kernel;
+}
+
+std::shared_ptr<const CompiledMerge> KernelCache::find_or_compile(const MergeSpec& spec) {
+  auto merge = std::make_shared<CompiledMerge>();
+  merge->spec = spec;
+  find_or_compile(*merge, generate_source(spec), spec.arch,
+                  {{"kind", "merge"}, {"arch", arch_name(spec.arch)}, {"dtype", dtype_name(spec.dtype)}},
+                  fmt::format("M.json has \"merge\": [\"{}\"]", merge_dtype_name(spec.dtype)));
+  return merge;
+}
+
+void KernelCache::find_or_compile(CompiledModule& module, const GeneratedSource& source, Arch target,
+                                  nlohmann::json spec, const std::string& manifest_hint) {
+  const std::string arch = arch_name(target);
   nvrtc::CompileRequest request{source.name, source.text, template_headers(), arch, {}};
 
   KeyIngredients ingredients;
@@ -108,26 +130,23 @@ std::shared_ptr<const CompiledKernel> KernelCache::find_or_compile(const KernelS
   ingredients.options = nvrtc::base_options(arch);
   ingredients.environment = cache_key_environment();
 
-  auto kernel = std::make_shared<CompiledKernel>();
-  kernel->spec = spec;
-  kernel->name = source.name;
-  kernel->symbol = source.symbol;
-  kernel->key = compute_cache_key(ingredients);
+  module.name = source.name;
+  module.symbol = source.symbol;
+  module.key = compute_cache_key(ingredients);
 
-  if (std::optional<CachedEntry> entry = disk_.lookup(kernel->key, arch)) {
-    kernel->cubin = std::move(entry->payload);
-    kernel->metadata = std::move(entry->metadata);
-    kernel->origin =
-        entry->layer == LayerKind::read_only ? KernelOrigin::read_only_layer : KernelOrigin::writable_layer;
-    logf(LogLevel::info, "kernel {} loaded from {}", kernel->name, entry->path);
-    return kernel;
+  if (std::optional<CachedEntry> entry = disk_.lookup(module.key, arch)) {
+    module.cubin = std::move(entry->payload);
+    module.metadata = std::move(entry->metadata);
+    module.origin = entry->layer == LayerKind::read_only ? KernelOrigin::read_only_layer : KernelOrigin::writable_layer;
+    logf(LogLevel::info, "kernel {} loaded from {}", module.name, entry->path);
+    return;
   }
 
   if (!jit_enabled_)
     raise(ErrorKind::runtime,
           "kernel {} is not in any cache layer and TSATTN_DISABLE_JIT forbids compiling it; precompile it with "
-          "`tsattn precompile --arch {} --manifest M.json` where M.json's \"kernels\" list has {}",
-          kernel->name, arch, manifest_entry_for(spec).dump());
+          "`tsattn precompile --arch {} --manifest M.json` where {}",
+          module.name, arch, manifest_hint);
 
   ++compiles_;
   nvrtc::CompileResult compiled;
@@ -139,14 +158,14 @@ std::shared_ptr<const CompiledKernel> KernelCache::find_or_compile(const KernelS
   }
   const nvrtc::PtxasReport& ptxas = compiled.ptxas;
   if (ptxas.spill_store_bytes > 0 || ptxas.spill_load_bytes > 0 || !ptxas.serialization_notes.empty())
-    warn_once(kernel->name,
-              fmt::format("kernel {} spills {} bytes or serializes wgmma ({} notes{}{})", kernel->name,
+    warn_once(module.name,
+              fmt::format("kernel {} spills {} bytes or serializes wgmma ({} notes{}{})", module.name,
                           ptxas.spill_store_bytes + ptxas.spill_load_bytes, ptxas.serialization_notes.size(),
                           ptxas.serialization_notes.empty() ? "" : "; first: ",
                           ptxas.serialization_notes.empty() ? "" : ptxas.serialization_notes.front()));
   EntryMetadata metadata;
-  metadata.canonical_name = kernel->name;
-  metadata.spec = spec_json(spec);
+  metadata.canonical_name = module.name;
+  metadata.spec = std::move(spec);
   metadata.registers = ptxas.registers;
   metadata.spill_bytes = ptxas.spill_store_bytes + ptxas.spill_load_bytes;
   metadata.shared_bytes = ptxas.shared_bytes;
@@ -155,13 +174,12 @@ std::shared_ptr<const CompiledKernel> KernelCache::find_or_compile(const KernelS
   metadata.nvrtc_version = ingredients.nvrtc_version;
   metadata.created_unix =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  kernel->metadata = metadata.to_json();
-  kernel->cubin = std::move(compiled.cubin);
-  kernel->origin = KernelOrigin::compiled;
-  logf(LogLevel::info, "kernel {} compiled in {:.0f} ms ({} registers)", kernel->name, compiled.compile_ms,
+  module.metadata = metadata.to_json();
+  module.cubin = std::move(compiled.cubin);
+  module.origin = KernelOrigin::compiled;
+  logf(LogLevel::info, "kernel {} compiled in {:.0f} ms ({} registers)", module.name, compiled.compile_ms,
        ptxas.registers);
-  disk_.publish(kernel->key, arch, kernel->metadata, kernel->cubin);
-  return kernel;
+  disk_.publish(module.key, arch, module.metadata, module.cubin);
 }
 
 KernelCacheCounters KernelCache::counters() const {

@@ -1,4 +1,5 @@
-// kernel_cache.hpp - KernelSpec -> cubin: the in-memory table, then the on-disk layers, then NVRTC.
+// kernel_cache.hpp - KernelSpec (or MergeSpec) -> cubin: the in-memory table, then the on-disk
+// layers, then NVRTC.
 //
 // Single flight: concurrent callers of one spec wait for one lookup or compile; different specs
 // compile in parallel; the table's mutex is held only to find or insert a slot, never while
@@ -16,7 +17,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "codegen/kernel_source.hpp"
 #include "codegen/kernel_spec.hpp"
+#include "codegen/merge_spec.hpp"
 #include "common/sha256.hpp"
 #include "jit/cache/disk_cache.hpp"
 #include "jit/driver/module_table.hpp"
@@ -27,14 +30,22 @@ namespace tsattn::jit {
 enum class KernelOrigin { read_only_layer, writable_layer, compiled };
 const char* kernel_origin_name(KernelOrigin origin);  // "read-only cache", "cache", "compiled"
 
-struct CompiledKernel {
-  KernelSpec spec;
+// What the cache holds of any module: a prefill kernel's or a merge module's.
+struct CompiledModule {
   std::string name;    // canonical name
   std::string symbol;  // kernel function in the cubin
   Digest key{};
   std::vector<uint8_t> cubin;
   nlohmann::json metadata;
   KernelOrigin origin = KernelOrigin::compiled;
+};
+
+struct CompiledKernel : CompiledModule {
+  KernelSpec spec;
+};
+
+struct CompiledMerge : CompiledModule {
+  MergeSpec spec;
 };
 
 // What the module table loads for a compiled kernel: its function, plus the helper kernels its
@@ -62,17 +73,32 @@ class KernelCache {
   // The cubin of a supported spec. Throws Error(not_implemented) for a spec the table lacks,
   // Error(runtime) for a failed compile or a miss with JIT disabled.
   std::shared_ptr<const CompiledKernel> get(const KernelSpec& spec);
+  // A merge module, through the same layers and counters (its own slots in memory). Throws as get.
+  std::shared_ptr<const CompiledMerge> get(const MergeSpec& spec);
 
   KernelCacheCounters counters() const;
   DiskCache& disk() { return disk_; }
 
  private:
+  template <class Compiled>
+  using Slots = std::unordered_map<uint32_t, std::shared_future<std::shared_ptr<const Compiled>>>;
+
+  // The single flight of get(): one lookup or compile per slot id, failures forgotten.
+  template <class Compiled, class Spec>
+  std::shared_ptr<const Compiled> single_flight(Slots<Compiled>& slots, const Spec& spec);
   std::shared_ptr<const CompiledKernel> find_or_compile(const KernelSpec& spec);
+  std::shared_ptr<const CompiledMerge> find_or_compile(const MergeSpec& spec);
+  // Fills `module` from the disk layers, or compiles `source` for `target` and publishes it. `spec` is
+  // the metadata's description, `manifest_hint` how a manifest would build it (for the
+  // TSATTN_DISABLE_JIT error).
+  void find_or_compile(CompiledModule& module, const GeneratedSource& source, Arch target, nlohmann::json spec,
+                       const std::string& manifest_hint);
 
   DiskCache disk_;
   bool jit_enabled_;
   mutable std::mutex mutex_;
-  std::unordered_map<uint32_t, std::shared_future<std::shared_ptr<const CompiledKernel>>> kernels_;
+  Slots<CompiledKernel> kernels_;
+  Slots<CompiledMerge> merges_;
   std::atomic<uint64_t> memory_hits_{0}, memory_misses_{0}, compiles_{0}, compile_failures_{0};
 };
 

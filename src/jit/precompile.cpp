@@ -25,8 +25,9 @@ int compile_jobs(int requested, size_t work_items) {
   return std::max(1, static_cast<int>(std::min<size_t>(static_cast<size_t>(wanted), work_items)));
 }
 
-PrecompileSummary precompile(const std::vector<KernelSpec>& specs, const std::string& out_dir, int jobs,
-                             bool keep_going, const std::function<void(const PrecompileEvent&)>& on_event) {
+PrecompileSummary precompile(const std::vector<KernelSpec>& specs, const std::vector<MergeSpec>& merges,
+                             const std::string& out_dir, int jobs, bool keep_going,
+                             const std::function<void(const PrecompileEvent&)>& on_event) {
   using Clock = std::chrono::steady_clock;
   DiskCacheConfig config;
   config.writable_root = out_dir;
@@ -37,17 +38,22 @@ PrecompileSummary precompile(const std::vector<KernelSpec>& specs, const std::st
 
   PrecompileSummary summary;
   summary.out_dir = out_dir;
-  summary.jobs = compile_jobs(jobs, specs.size());
+  const size_t total = specs.size() + merges.size();
+  summary.jobs = compile_jobs(jobs, total);
   std::mutex mutex;
   const auto start = Clock::now();
-  for_each_parallel(specs.size(), summary.jobs, [&](size_t i) {
+  // Items [0, specs.size()) are the kernels, the rest the merge modules.
+  for_each_parallel(total, summary.jobs, [&](size_t i) {
     PrecompileEvent event;
-    event.name = canonical_name(specs[i]);
+    const bool kernel = i < specs.size();
+    event.name = kernel ? canonical_name(specs[i]) : canonical_name(merges[i - specs.size()]);
     const auto begin = Clock::now();
     try {
-      const std::shared_ptr<const CompiledKernel> kernel = cache.get(specs[i]);
-      event.status = kernel->origin == KernelOrigin::compiled ? "compiled" : "cached";
-      event.key = to_hex(kernel->key);
+      const std::shared_ptr<const CompiledModule> module =
+          kernel ? std::shared_ptr<const CompiledModule>(cache.get(specs[i]))
+                 : std::shared_ptr<const CompiledModule>(cache.get(merges[i - specs.size()]));
+      event.status = module->origin == KernelOrigin::compiled ? "compiled" : "cached";
+      event.key = to_hex(module->key);
     } catch (const Error& e) {
       event.status = "failed";
       event.error = e.what();
@@ -65,7 +71,7 @@ PrecompileSummary precompile(const std::vector<KernelSpec>& specs, const std::st
     summary.events.push_back(std::move(event));
     return keep_on;
   });
-  summary.not_started = static_cast<int64_t>(specs.size()) - summary.compiled - summary.cached - summary.failed;
+  summary.not_started = static_cast<int64_t>(total) - summary.compiled - summary.cached - summary.failed;
   summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return summary;
 }

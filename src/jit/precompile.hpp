@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "codegen/kernel_spec.hpp"
+#include "codegen/merge_spec.hpp"
 
 namespace tsattn::jit {
 
@@ -34,10 +35,11 @@ int default_compile_jobs();
 // never more than there is work and never below 1.
 int compile_jobs(int requested, size_t work_items);
 
-// Compiles (or finds already present) every spec into out_dir's cache tree, `jobs` at a time.
-// Without keep_going, the first failure stops new compiles. on_event runs once per kernel, from
-// worker threads, one at a time. Throws Error(runtime) when out_dir cannot be written.
-PrecompileSummary precompile(const std::vector<KernelSpec>& specs, const std::string& out_dir, int jobs,
-                             bool keep_going, const std::function<void(const PrecompileEvent&)>& on_event = {});
+// Compiles (or finds already present) every spec and merge module into out_dir's cache tree, `jobs`
+// at a time. Without keep_going, the first failure stops new compiles. on_event runs once per
+// module, from worker threads, one at a time. Throws Error(runtime) when out_dir cannot be written.
+PrecompileSummary precompile(const std::vector<KernelSpec>& specs, const std::vector<MergeSpec>& merges,
+                             const std::string& out_dir, int jobs, bool keep_going,
+                             const std::function<void(const PrecompileEvent&)>& on_event = {});
 
 }  // namespace tsattn::jit

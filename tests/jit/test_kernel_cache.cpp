@@ -110,6 +110,39 @@ TEST_SUITE("jit/kernel_cache") {
     CHECK(cache.counters().memory_misses == 2);
   }
 
+  TEST_CASE("merge modules share the layers and counters, in slots of their own") {
+    TempDir dir;
+    jit::KernelCache cache(writable_at(dir.path()), true);
+    const MergeSpec merge{Arch::sm_80, TSATTN_DTYPE_FLOAT16};
+    const auto first = cache.get(merge);
+    CHECK(first->origin == jit::KernelOrigin::compiled);
+    CHECK(first->name == "merge.sm_80.f16");
+    CHECK(first->symbol == "merge_sm_80_f16");
+    CHECK(first->metadata.at("name") == "merge.sm_80.f16");
+    CHECK(first->metadata.at("spec").at("kind") == "merge");
+    CHECK(cache.get(merge).get() == first.get());
+    jit::KernelCacheCounters c = cache.counters();
+    CHECK(c.compiles == 1);
+    CHECK(c.memory_hits == 1);
+    CHECK(c.disk.writes == 1);
+    CHECK(count_files(dir.path(), ".tsk") == 1);
+    // A new cache (a new process) finds it on disk, with JIT off.
+    jit::KernelCache fresh(writable_at(dir.path()), /*jit_enabled=*/false);
+    const auto again = fresh.get(merge);
+    CHECK(again->origin == jit::KernelOrigin::writable_layer);
+    CHECK(again->cubin == first->cubin);
+    CHECK(fresh.counters().compiles == 0);
+    // Another dtype is another module; its miss names the manifest's "merge" entry.
+    try {
+      fresh.get(MergeSpec{Arch::sm_80, TSATTN_DTYPE_BFLOAT16});
+      FAIL("a miss compiled although JIT is disabled");
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      CHECK(message.find("merge.sm_80.bf16 is not in any cache layer") != std::string::npos);
+      CHECK(message.find("where M.json has \"merge\": [\"bf16\"]") != std::string::npos);
+    }
+  }
+
   TEST_CASE("the key follows the code-changing environment") {
     TempDir dir;
     jit::KernelCache plain(writable_at(dir.path()), true);

@@ -276,6 +276,7 @@ def test_cli_runs_from_python():
         "prefill.sm80.sm_90a.d128.bf16_bf16.causal.packed",
         "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed",
         "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed",
+        "merge.sm_90a.bf16",
     ]
     bad = subprocess.run(
         [sys.executable, "-m", "tsattn", "precompile", "--manifest", "nosuch", "--arch", "sm_90a"],

@@ -59,6 +59,30 @@ TEST_SUITE("tools/precompile") {
     CHECK(after == before);
   }
 
+  TEST_CASE("a manifest's merge list is listed and built like its kernels") {
+    CliSandbox box;
+    nlohmann::json manifest = one_kernel_manifest();
+    manifest["merge"] = {"f32"};
+    const CliResult list =
+        box.run({"precompile", "--manifest", box.manifest("m.json", manifest), "--arch", "sm_90a,sm_80", "--list"});
+    CHECK(list.code == 0);
+    CHECK(lines_of(list.out) == std::vector<std::string>{"prefill.sm80.sm_90a.d128.bf16_bf16.causal.fixed",
+                                                         "prefill.sm80.sm_80.d128.bf16_bf16.causal.fixed",
+                                                         "merge.sm_90a.f32", "merge.sm_80.f32"});
+    manifest["kernels"] = nlohmann::json::array();
+    const CliResult built = box.run({"precompile", "--manifest", box.manifest("merge.json", manifest), "--arch",
+                                     "sm_80", "--out", box.tmp / "aot", "--json"});
+    REQUIRE(built.code == 0);
+    const nlohmann::json summary = last_event(built.out);
+    CHECK(summary["compiled"] == 1);
+    CHECK(summary["failed"] == 0);
+    CHECK(count_files(box.tmp / "aot", ".tsk") == 1);
+    manifest["merge"] = {"e4m3"};
+    const CliResult bad = box.run({"precompile", "--manifest", box.manifest("bad.json", manifest), "--arch", "sm_80"});
+    CHECK(bad.code == 2);
+    CHECK(bad.err.find(".merge[0]: \"e4m3\" is not supported (supported: f16, bf16, f32)") != std::string::npos);
+  }
+
   TEST_CASE("a second precompile into the same directory compiles nothing") {
     CliSandbox box;
     const std::string manifest = box.manifest("m.json", one_kernel_manifest());

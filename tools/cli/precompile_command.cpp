@@ -31,15 +31,16 @@ void add_precompile_options(CLI::App& command, PrecompileOptions& options) {
 }
 
 int run_precompile(const PrecompileOptions& options) {
-  std::vector<KernelSpec> specs;
+  ManifestModules modules;
   try {
-    specs = load_manifest(options.manifest, parse_arch_list(options.archs));
+    modules = load_manifest_modules(options.manifest, parse_arch_list(options.archs));
   } catch (const Error& e) {
     fmt::print(stderr, "tsattn precompile: {}\n", e.what());
     return kExitUsage;
   }
   if (options.list) {
-    for (const KernelSpec& spec : specs) fmt::print("{}\n", canonical_name(spec));
+    for (const KernelSpec& spec : modules.kernels) fmt::print("{}\n", canonical_name(spec));
+    for (const MergeSpec& spec : modules.merges) fmt::print("{}\n", canonical_name(spec));
     return kExitOk;
   }
 
@@ -55,7 +56,7 @@ int run_precompile(const PrecompileOptions& options) {
     } else {
       // On a terminal progress lines overwrite each other; failures and pipes keep every line.
       const bool keep_line = !tty || e.status == "failed";
-      fmt::print("{}[{:>4}/{}] {:<8} {}  {:.2f}s{}", tty ? "\r\033[K" : "", finished, specs.size(), e.status, e.name,
+      fmt::print("{}[{:>4}/{}] {:<8} {}  {:.2f}s{}", tty ? "\r\033[K" : "", finished, modules.size(), e.status, e.name,
                  e.seconds, keep_line ? "\n" : "");
       if (!e.error.empty()) fmt::print("{}\n", e.error);
     }
@@ -65,7 +66,7 @@ int run_precompile(const PrecompileOptions& options) {
   jit::PrecompileSummary summary;
   try {
     const std::string out = options.out.empty() ? knob_string(Knob::cache_dir) : options.out;
-    summary = jit::precompile(specs, out, options.jobs, options.keep_going, print_event);
+    summary = jit::precompile(modules.kernels, modules.merges, out, options.jobs, options.keep_going, print_event);
   } catch (const Error& e) {
     fmt::print(stderr, "tsattn precompile: {}\n", e.what());
     return kExitEnvironment;
@@ -89,7 +90,7 @@ int run_precompile(const PrecompileOptions& options) {
     fmt::print(
         "{}precompile: {} kernels for {} into {}: {} compiled, {} already cached, {} failed{} in {:.1f}s with {} "
         "jobs\n",
-        tty ? "\r\033[K" : "", specs.size(), options.archs, summary.out_dir, summary.compiled, summary.cached,
+        tty ? "\r\033[K" : "", modules.size(), options.archs, summary.out_dir, summary.compiled, summary.cached,
         summary.failed, summary.not_started ? fmt::format(", {} not started", summary.not_started) : "",
         summary.seconds, summary.jobs);
     for (const jit::PrecompileEvent* e : slowest) fmt::print("  slowest: {} {:.2f}s\n", e->name, e->seconds);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <variant>
 
 #include <tsattn/tsattn.hpp>
 
@@ -22,6 +23,7 @@
 #include "jit/driver/module_table.hpp"
 #include "jit/kernel_cache.hpp"
 #include "jit/precompile.hpp"
+#include "merge/merge_params.h"
 #include "tools/cli/exit_codes.hpp"
 
 namespace tsattn::tools {
@@ -52,14 +54,23 @@ const char* source_key(Source source) {
   return "?";
 }
 
+// One module of the manifest: a prefill kernel or a merge module.
 struct Outcome {
-  KernelSpec spec;
-  std::shared_ptr<const jit::CompiledKernel> kernel;
+  std::variant<KernelSpec, MergeSpec> spec;
+  std::shared_ptr<const jit::CompiledModule> kernel;
   Source source = Source::compiled;
   double find_seconds = 0;
   double load_ms = 0;
-  const driver::LoadedKernel* loaded = nullptr;
-  std::string error;  // empty when the kernel is in the user cache and loaded
+  bool loaded = false;
+  const driver::LoadedKernel* launch_facts = nullptr;  // prefill kernels: what their module says
+  std::string error;                                   // empty when the kernel is in the user cache and loaded
+
+  std::string name() const {
+    return std::visit([](const auto& s) { return canonical_name(s); }, spec);
+  }
+  Arch arch() const {
+    return std::visit([](const auto& s) { return s.arch; }, spec);
+  }
 };
 
 // The caches warm works through. `cache` searches --from, then TSATTN_CACHE_RO_PATH, then the
@@ -88,9 +99,11 @@ bool file_exists(const std::string& path) {
 void find_or_compile(Outcome& outcome, Layers& layers) {
   const auto start = Clock::now();
   try {
-    outcome.kernel = layers.cache.get(outcome.spec);
-    const jit::CompiledKernel& k = *outcome.kernel;
-    const std::string arch = arch_name(outcome.spec.arch);
+    outcome.kernel =
+        std::visit([&](const auto& spec) { return std::shared_ptr<const jit::CompiledModule>(layers.cache.get(spec)); },
+                   outcome.spec);
+    const jit::CompiledModule& k = *outcome.kernel;
+    const std::string arch = arch_name(outcome.arch());
     switch (k.origin) {
       case jit::KernelOrigin::compiled: outcome.source = Source::compiled; break;  // get() published it
       case jit::KernelOrigin::writable_layer: outcome.source = Source::user_cache; break;
@@ -117,8 +130,16 @@ void find_or_compile(Outcome& outcome, Layers& layers) {
 void load(Outcome& outcome, CUcontext context) {
   const auto start = Clock::now();
   try {
-    const jit::CompiledKernel& k = *outcome.kernel;
-    outcome.loaded = &driver::loaded_kernel(context, outcome.spec.id(), [&] { return jit::module_source(k); });
+    if (const KernelSpec* spec = std::get_if<KernelSpec>(&outcome.spec)) {
+      const auto& k = static_cast<const jit::CompiledKernel&>(*outcome.kernel);
+      outcome.launch_facts = &driver::loaded_kernel(context, spec->id(), [&] { return jit::module_source(k); });
+    } else {
+      const jit::CompiledModule& k = *outcome.kernel;
+      driver::loaded_function(context, std::get<MergeSpec>(outcome.spec).id(), [&] {
+        return driver::FunctionSource{k.name, k.symbol, k.cubin, TSATTN_MERGE_THREADS};
+      });
+    }
+    outcome.loaded = true;
   } catch (const std::exception& e) {
     outcome.error = fmt::format("loading on the GPU failed: {}", e.what());
   }
@@ -137,27 +158,30 @@ std::string why_no_gpu() {
 void report(const Outcome& o, bool json) {
   if (json) {
     nlohmann::json event{{"event", "kernel"},
-                         {"name", canonical_name(o.spec)},
+                         {"name", o.name()},
                          {"status", o.error.empty() ? "ok" : "failed"},
                          {"seconds", o.find_seconds}};
     if (o.kernel) {
       event["from"] = source_key(o.source);
       event["key"] = to_hex(o.kernel->key);
     }
-    if (o.loaded) {
-      event["load_ms"] = o.load_ms;
-      event["threads_per_cta"] = o.loaded->threads_per_cta;
-      event["dynamic_smem_bytes"] = o.loaded->dynamic_smem_bytes;
-      event["ctas_per_sm"] = o.loaded->ctas_per_multiprocessor;
+    if (o.loaded) event["load_ms"] = o.load_ms;
+    if (o.launch_facts) {
+      event["threads_per_cta"] = o.launch_facts->threads_per_cta;
+      event["dynamic_smem_bytes"] = o.launch_facts->dynamic_smem_bytes;
+      event["ctas_per_sm"] = o.launch_facts->ctas_per_multiprocessor;
     }
     if (!o.error.empty()) event["error"] = o.error;
     fmt::print("{}\n", event.dump());
-  } else if (o.error.empty()) {
+  } else if (o.error.empty() && o.launch_facts) {
     fmt::print("{:<10} {:<56} {:6.2f}s  loaded in {:.1f} ms ({} threads, {} KiB shared memory, {} CTA/SM)\n",
-               source_label(o.source), canonical_name(o.spec), o.find_seconds, o.load_ms, o.loaded->threads_per_cta,
-               o.loaded->dynamic_smem_bytes / 1024, o.loaded->ctas_per_multiprocessor);
+               source_label(o.source), o.name(), o.find_seconds, o.load_ms, o.launch_facts->threads_per_cta,
+               o.launch_facts->dynamic_smem_bytes / 1024, o.launch_facts->ctas_per_multiprocessor);
+  } else if (o.error.empty()) {
+    fmt::print("{:<10} {:<56} {:6.2f}s  loaded in {:.1f} ms\n", source_label(o.source), o.name(), o.find_seconds,
+               o.load_ms);
   } else {
-    fmt::print("{:<10} {:<56} {}\n", "FAILED", canonical_name(o.spec), o.error);
+    fmt::print("{:<10} {:<56} {}\n", "FAILED", o.name(), o.error);
   }
 }
 
@@ -178,13 +202,14 @@ int run_warm(const WarmOptions& options) {
   const auto start = Clock::now();
   // The manifest is checked for every arch first, so a bad one is a usage error on any machine.
   try {
-    load_manifest(options.manifest, {Arch::sm_80, Arch::sm_90a, Arch::sm_100, Arch::sm_120});
+    load_manifest_modules(options.manifest, {Arch::sm_80, Arch::sm_90a, Arch::sm_100, Arch::sm_120});
   } catch (const Error& e) {
     fmt::print(stderr, "tsattn warm: {}\n", e.what());
     return kExitUsage;
   }
 
-  std::vector<KernelSpec> specs;
+  ManifestModules modules;
+  Arch arch = Arch::sm_90a;
   std::optional<Layers> layers;
   std::string gpu;
   try {
@@ -197,14 +222,15 @@ int run_warm(const WarmOptions& options) {
     }
     const driver::DeviceInfo& device = driver::device_info(0);
     gpu = fmt::format("{} (cuda:0, sm_{}{})", device.name, device.cc_major, device.cc_minor);
-    const std::optional<Arch> arch = arch_for_compute_capability(device.cc_major);
-    if (!arch) {
+    const std::optional<Arch> device_arch = arch_for_compute_capability(device.cc_major);
+    if (!device_arch) {
       fmt::print(stderr, "tsattn warm: {} has no tsattn target (tsattn needs sm_80 or newer)\n", gpu);
       return kExitEnvironment;
     }
-    specs = load_manifest(options.manifest, {*arch});
-    if (specs.empty()) {
-      fmt::print(stderr, "tsattn warm: {} lists no kernel for {}\n", options.manifest, arch_name(*arch));
+    arch = *device_arch;
+    modules = load_manifest_modules(options.manifest, {arch});
+    if (modules.size() == 0) {
+      fmt::print(stderr, "tsattn warm: {} lists no kernel for {}\n", options.manifest, arch_name(arch));
       return kExitUsage;
     }
 
@@ -235,12 +261,13 @@ int run_warm(const WarmOptions& options) {
   }
 
   // Find, copy or compile, in parallel (compiles dominate; copies are file reads and writes).
-  std::vector<Outcome> outcomes(specs.size());
-  for (size_t i = 0; i < specs.size(); ++i) outcomes[i].spec = specs[i];
-  const int jobs = jit::compile_jobs(options.jobs, specs.size());
+  std::vector<Outcome> outcomes(modules.size());
+  for (size_t i = 0; i < modules.kernels.size(); ++i) outcomes[i].spec = modules.kernels[i];
+  for (size_t i = 0; i < modules.merges.size(); ++i) outcomes[modules.kernels.size() + i].spec = modules.merges[i];
+  const int jobs = jit::compile_jobs(options.jobs, outcomes.size());
   const bool progress = !options.json && isatty(STDOUT_FILENO) == 1;
   if (!options.json)
-    fmt::print("warming {} kernels for {} into {} ({} jobs)\n", specs.size(), gpu, layers->user_root, jobs);
+    fmt::print("warming {} kernels for {} into {} ({} jobs)\n", outcomes.size(), gpu, layers->user_root, jobs);
   std::fflush(stdout);
   std::mutex print_mutex;
   size_t done = 0;
@@ -249,7 +276,7 @@ int run_warm(const WarmOptions& options) {
     std::lock_guard lock(print_mutex);
     ++done;
     if (progress) {
-      fmt::print("\r\033[K[{:>4}/{}] {}", done, outcomes.size(), canonical_name(outcomes[i].spec));
+      fmt::print("\r\033[K[{:>4}/{}] {}", done, outcomes.size(), outcomes[i].name());
       std::fflush(stdout);
     }
     return true;
@@ -282,9 +309,9 @@ int run_warm(const WarmOptions& options) {
   if (options.json) {
     fmt::print("{}\n", nlohmann::json{{"event", "summary"},
                                       {"gpu", gpu},
-                                      {"arch", arch_name(specs.front().arch)},
+                                      {"arch", arch_name(arch)},
                                       {"cache", layers->user_root},
-                                      {"kernels", specs.size()},
+                                      {"kernels", outcomes.size()},
                                       {"user_cache", count(Source::user_cache)},
                                       {"from_dir", count(Source::from_dir)},
                                       {"read_only_layer", count(Source::read_only_layer)},
@@ -298,7 +325,7 @@ int run_warm(const WarmOptions& options) {
     fmt::print(
         "warm: {} kernels for {}: {} already in the user cache, {} copied from --from, {} copied from "
         "TSATTN_CACHE_RO_PATH, {} compiled, {} failed; {} modules loaded in {:.1f} ms; {:.1f} s in all\n",
-        specs.size(), arch_name(specs.front().arch), count(Source::user_cache), count(Source::from_dir),
+        outcomes.size(), arch_name(arch), count(Source::user_cache), count(Source::from_dir),
         count(Source::read_only_layer), count(Source::compiled), failed, loaded, load_ms, seconds);
   }
   return failed ? kExitFailed : kExitOk;

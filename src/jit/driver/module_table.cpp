@@ -31,6 +31,7 @@ struct TableKeyHash {
 std::shared_mutex table_mutex;
 // Entries are never removed: modules live as long as their context (the process).
 std::unordered_map<TableKey, std::unique_ptr<LoadedKernel>, TableKeyHash> table;
+std::unordered_map<TableKey, std::unique_ptr<LoadedFunction>, TableKeyHash> function_table;
 std::atomic<uint64_t> loads{0};
 
 // The value of a module's `const int` global, found by cuModuleGetGlobal at `address`.
@@ -178,6 +179,36 @@ const LoadedKernel& loaded_kernel(CUcontext context, uint32_t key, const std::fu
   auto it = table.find(table_key);
   if (it != table.end()) return *it->second;  // another thread loaded it meanwhile
   return *table.emplace(table_key, load(source)).first->second;
+}
+
+const LoadedFunction& loaded_function(CUcontext context, uint32_t key, const std::function<FunctionSource()>& obtain) {
+  const TableKey table_key{context, key};
+  {
+    std::shared_lock lock(table_mutex);
+    auto it = function_table.find(table_key);
+    if (it != function_table.end()) return *it->second;
+  }
+  const FunctionSource source = obtain();  // may compile: outside every lock
+  std::unique_lock lock(table_mutex);
+  auto it = function_table.find(table_key);
+  if (it != function_table.end()) return *it->second;
+  const Api& cu = api();
+  CUmodule module = nullptr;
+  check(cu.cuModuleLoadData(&module, source.cubin.data()), fmt::format("kernel {}: cuModuleLoadData", source.name));
+  auto loaded = std::make_unique<LoadedFunction>();
+  loaded->name = source.name;
+  try {
+    check(cu.cuModuleGetFunction(&loaded->function, module, source.symbol.c_str()),
+          fmt::format("kernel {}: cuModuleGetFunction({})", source.name, source.symbol));
+    check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&loaded->ctas_per_multiprocessor, loaded->function,
+                                                         source.threads_per_cta, 0),
+          fmt::format("kernel {}: occupancy", source.name));
+  } catch (...) {
+    cu.cuModuleUnload(module);
+    throw;
+  }
+  ++loads;
+  return *function_table.emplace(table_key, std::move(loaded)).first->second;
 }
 
 uint64_t modules_loaded() { return loads.load(); }
