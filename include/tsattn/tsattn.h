@@ -192,6 +192,34 @@ TSATTN_API tsattn_status tsattn_prefill_plan_run(tsattn_prefill_plan* plan, cons
  * after it. */
 TSATTN_API void tsattn_prefill_plan_destroy(tsattn_prefill_plan* plan);
 
+/*
+ * Merging attention states (docs/contract.md, "Merging attention states"). Two partial attentions of
+ * the same queries over disjoint key sets, each with its log-sum-exp (the natural log, -inf for a row
+ * that saw no key: what options.lse holds), combine into the attention over both sets:
+ *   m = max(s_a, s_b), w_a = exp(s_a - m), w_b = exp(s_b - m),
+ *   out = (w_a v_a + w_b v_b) / (w_a + w_b), s_out = m + log(w_a + w_b),
+ * computed in fp32. A state whose s is -inf weighs nothing and its v is not read: the other one is
+ * copied bit for bit, and when both are -inf, out = 0 and s_out = -inf.
+ *   v_a, v_b, out: [..., H, D], one dtype (float16, bfloat16 or float32), D contiguous, any other strides.
+ *   s_a, s_b, s_out: float32 [..., H] (v's shape without D), any strides; s_out may be NULL (not written).
+ * Every tensor on one CUDA device; out and s_out must not overlap the inputs or each other. The work is
+ * queued on `stream` (NULL: the legacy default stream); a merge with nothing to write launches nothing.
+ * Merges leave tsattn_last_kernel_name() as it was.
+ */
+TSATTN_API tsattn_status tsattn_merge_state(const tsattn_tensor_view* v_a, const tsattn_tensor_view* s_a,
+                                            const tsattn_tensor_view* v_b, const tsattn_tensor_view* s_b,
+                                            const tsattn_tensor_view* out, const tsattn_tensor_view* s_out,
+                                            void* stream);
+
+/*
+ * n states per row at once: v [..., n, H, D], s [..., n, H] (FlashInfer's merge_states layout,
+ * [seq_len, num_states, num_heads, head_dim]) into out [..., H, D] and s_out [..., H], with the rules
+ * of tsattn_merge_state. n = 0 gives out = 0 and s_out = -inf; n = 1 copies.
+ */
+TSATTN_API tsattn_status tsattn_merge_states(const tsattn_tensor_view* v, const tsattn_tensor_view* s,
+                                             const tsattn_tensor_view* out, const tsattn_tensor_view* s_out,
+                                             void* stream);
+
 /* Kernel cache counters of this process (in-memory table, disk layers, NVRTC, module loads).
  * Set stats->struct_size = sizeof(tsattn_cache_stats) first. */
 typedef struct tsattn_cache_stats {

@@ -207,6 +207,25 @@ class BatchPrefillTSWrapper {
   tsattn_prefill_plan* plan_ = nullptr;
 };
 
+// Merging attention states through their log-sum-exp (tsattn_merge_state, tsattn_merge_states):
+// out and, when given, s_out receive the merged state; the work is queued on `stream`.
+inline void merge_state(const Tensor& v_a, const Tensor& s_a, const Tensor& v_b, const Tensor& s_b, const Tensor& out,
+                        const Tensor* s_out = nullptr, void* stream = nullptr) {
+  const tsattn_tensor_view va = v_a.view(), sa = s_a.view(), vb = v_b.view(), sb = s_b.view(), ov = out.view();
+  std::optional<tsattn_tensor_view> so;
+  if (s_out) so = s_out->view();
+  check(tsattn_merge_state(&va, &sa, &vb, &sb, &ov, so ? &*so : nullptr, stream));
+}
+
+// v [..., n, H, D] and s [..., n, H] into out [..., H, D] and s_out [..., H].
+inline void merge_states(const Tensor& v, const Tensor& s, const Tensor& out, const Tensor* s_out = nullptr,
+                         void* stream = nullptr) {
+  const tsattn_tensor_view vv = v.view(), sv = s.view(), ov = out.view();
+  std::optional<tsattn_tensor_view> so;
+  if (s_out) so = s_out->view();
+  check(tsattn_merge_states(&vv, &sv, &ov, so ? &*so : nullptr, stream));
+}
+
 inline std::string version() { return tsattn_version_string(); }
 
 // The canonical name of the kernel the last batch_prefill on this thread launched ("" if that call

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "api/execute.hpp"
+#include "api/merge_arguments.hpp"
+#include "api/merge_execute.hpp"
 #include "api/prefill_plan.hpp"
 #include "api/validate.hpp"
 #include "codegen/manifest.hpp"
@@ -130,6 +132,21 @@ TSATTN_API tsattn_status tsattn_prefill_plan_run(tsattn_prefill_plan* plan, cons
 }
 
 TSATTN_API void tsattn_prefill_plan_destroy(tsattn_prefill_plan* plan) { delete plan; }
+
+TSATTN_API tsattn_status tsattn_merge_state(const tsattn_tensor_view* v_a, const tsattn_tensor_view* s_a,
+                                            const tsattn_tensor_view* v_b, const tsattn_tensor_view* s_b,
+                                            const tsattn_tensor_view* out, const tsattn_tensor_view* s_out,
+                                            void* stream) {
+  return guarded([&] {
+    tsattn::execute_merge(tsattn::validate_merge_state({v_a, s_a, v_b, s_b, out, s_out, stream}));
+  });
+}
+
+TSATTN_API tsattn_status tsattn_merge_states(const tsattn_tensor_view* v, const tsattn_tensor_view* s,
+                                             const tsattn_tensor_view* out, const tsattn_tensor_view* s_out,
+                                             void* stream) {
+  return guarded([&] { tsattn::execute_merge(tsattn::validate_merge_states({v, s, out, s_out, stream})); });
+}
 
 TSATTN_API tsattn_status tsattn_get_cache_stats(tsattn_cache_stats* stats) {
   return guarded([&] {
