@@ -1,10 +1,11 @@
 """tsattn: one-shot prefill attention for NVIDIA Hopper GPUs, over libtsattn's C ABI (ctypes).
 
-``batch_prefill`` is the one-shot call; ``BatchPrefillTSWrapper`` plans once and runs every layer.
+``batch_prefill`` is the one-shot call; ``BatchPrefillTSWrapper`` plans once and runs every layer;
+``merge_state`` and ``merge_states`` combine partial attentions through their log-sum-exp.
 
 ``import tsattn`` never needs the library; the first call that does loads it (see ``_library``
 for where it looks) and raises RuntimeError naming every place it looked if it is missing.
-torch is imported with the first use of ``batch_prefill`` or ``BatchPrefillTSWrapper``, so the
+torch is imported with the first use of ``batch_prefill``, ``BatchPrefillTSWrapper`` or a merge, so the
 command line (``tsattn``, ``python -m tsattn``) and ``tsattn.precompile`` start without it.
 """
 
@@ -14,6 +15,7 @@ from ._tools import cache_info, last_kernel_name, library_path, library_version,
 
 if TYPE_CHECKING:
     from ._api import batch_prefill
+    from ._merge import merge_state, merge_states
     from ._wrapper import BatchPrefillTSWrapper
 
 __version__ = "0.1.0"
@@ -25,6 +27,8 @@ __all__ = [
     "last_kernel_name",
     "library_path",
     "library_version",
+    "merge_state",
+    "merge_states",
     "precompile",
     "__version__",
 ]
@@ -41,6 +45,11 @@ def __getattr__(name: str):
 
         globals()["BatchPrefillTSWrapper"] = BatchPrefillTSWrapper
         return BatchPrefillTSWrapper
+    if name in ("merge_state", "merge_states"):
+        from . import _merge
+
+        globals()["merge_state"], globals()["merge_states"] = _merge.merge_state, _merge.merge_states
+        return globals()[name]
     raise AttributeError(f"module 'tsattn' has no attribute {name!r}")
 
 

@@ -1,4 +1,5 @@
-"""One call of tsattn_batch_prefill on torch tensors (already checked by _args)."""
+"""One call of tsattn_batch_prefill, tsattn_merge_state or tsattn_merge_states on torch tensors (already
+checked by _args), on torch's current stream."""
 
 from __future__ import annotations
 
@@ -11,6 +12,13 @@ from . import _library
 from ._views import ViewHolder
 
 MASK_CODES = {"dense": 0, "causal": 1, "variable_window": 2}
+
+
+def _stream(t: torch.Tensor) -> Optional[int]:
+    """torch's current stream of t's CUDA device (None: the legacy default stream, or t is not on a GPU)."""
+    if not t.is_cuda:
+        return None
+    return torch.cuda.current_stream(t.device).cuda_stream or None
 
 
 def run(
@@ -56,9 +64,34 @@ def run(
     options.output_scale = output_scale
     options.out_dtype = out_dtype_code
     options.lse = holder.view(lse, "lse")
-    if q.is_cuda:
-        options.stream = torch.cuda.current_stream(q.device).cuda_stream or None
+    options.stream = _stream(q)
 
     status = lib.tsattn_batch_prefill(q_view, k_view, v_view, qo_view, kv_view, ctypes.byref(options), out_view)
     del holder  # only now may the tensors go
+    _library.check(status)
+
+
+def merge_state(
+    v_a: torch.Tensor,
+    s_a: torch.Tensor,
+    v_b: torch.Tensor,
+    s_b: torch.Tensor,
+    out: torch.Tensor,
+    s_out: torch.Tensor,
+) -> None:
+    """Queues (out, s_out) = the merge of (v_a, s_a) and (v_b, s_b) on torch's current stream of v_a's device."""
+    holder = ViewHolder()
+    views = [holder.view(t, name) for t, name in ((v_a, "v_a"), (s_a, "s_a"), (v_b, "v_b"), (s_b, "s_b"))]
+    views += [holder.view(out, "out"), holder.view(s_out, "s_out")]
+    status = _library.function("tsattn_merge_state")(*views, _stream(v_a))
+    del holder  # only now may the tensors go
+    _library.check(status)
+
+
+def merge_states(v: torch.Tensor, s: torch.Tensor, out: torch.Tensor, s_out: torch.Tensor) -> None:
+    """Queues (out, s_out) = the merge of v's and s's states on torch's current stream of v's device."""
+    holder = ViewHolder()
+    views = [holder.view(t, name) for t, name in ((v, "v"), (s, "s"), (out, "out"), (s_out, "s_out"))]
+    status = _library.function("tsattn_merge_states")(*views, _stream(v))
+    del holder
     _library.check(status)

@@ -150,6 +150,8 @@ _OPTIONAL_PROTOTYPES = {
         [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, _I64_P, _I64_P, _I64_P],
     ),
     "tsattn_last_kernel_name": (ctypes.c_char_p, []),
+    "tsattn_merge_state": (ctypes.c_int, [_VIEW_P] * 6 + [ctypes.c_void_p]),
+    "tsattn_merge_states": (ctypes.c_int, [_VIEW_P] * 4 + [ctypes.c_void_p]),
 }
 
 _lock = threading.Lock()

@@ -1,9 +1,14 @@
-"""torch.library custom ops, so torch.compile(fullgraph=True) traces batch_prefill as one node.
+"""torch.library custom ops, so torch.compile(fullgraph=True) traces batch_prefill, merge_state and
+merge_states as one node each.
 
 - ``tsattn::batch_prefill`` (functional): allocates and returns out. Fake: an empty tensor of q's
   shape and the resolved dtype on q's device.
 - ``tsattn::batch_prefill_out`` (mutates ``out``, returns nothing): the ``out=`` form; the Python
   wrapper returns ``out``. Under torch.compile it is functionalized like any mutating op.
+- ``tsattn::merge_state`` and ``tsattn::merge_states`` (functional): allocate and return
+  ``(out, s_out)``; fakes of the shapes ``merge_outputs`` gives. ``tsattn::merge_state_out`` and
+  ``tsattn::merge_states_out`` mutate both (the ``out=`` / ``s_out=`` forms; the Python wrappers
+  allocate whichever of the two was not given).
 
 ``out_dtype`` travels as the C ABI's dtype code (0: not given -> q's dtype), which every torch 2.x
 custom-op schema can carry. With torch < 2.4 (no ``torch.library.custom_op``) ``AVAILABLE`` is False
@@ -12,7 +17,7 @@ and batch_prefill calls the library directly (eager only).
 No ``from __future__ import annotations`` here: custom_op reads real annotation objects.
 """
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
@@ -38,6 +43,36 @@ def batch_prefill_eager(
     return out
 
 
+def merge_outputs(v: torch.Tensor, states_axis: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Empty (out, s_out) for a merge of v: merge_state's v [..., H, D] (states_axis False), or
+    merge_states' v [..., n, H, D] without its states axis. Any rank is allocated: the library
+    rejects a v of too few dims before it reads out's shape."""
+    rows = tuple(v.shape[:-3]) + tuple(v.shape[-2:-1]) if states_axis else tuple(v.shape[:-1])
+    head_dim = tuple(v.shape[-1:])
+    out = torch.empty(rows + head_dim, dtype=v.dtype, device=v.device)
+    return out, torch.empty(rows, dtype=torch.float32, device=v.device)
+
+
+def merge_state_eager(v_a, s_a, v_b, s_b, out, s_out):
+    """merge_state's op bodies (and its path without custom ops): allocate what is missing, call the library."""
+    if out is None or s_out is None:
+        new_out, new_s_out = merge_outputs(v_a, states_axis=False)
+        out = new_out if out is None else out
+        s_out = new_s_out if s_out is None else s_out
+    _call.merge_state(v_a, s_a, v_b, s_b, out, s_out)
+    return out, s_out
+
+
+def merge_states_eager(v, s, out, s_out):
+    """merge_states' op bodies (and its path without custom ops)."""
+    if out is None or s_out is None:
+        new_out, new_s_out = merge_outputs(v, states_axis=True)
+        out = new_out if out is None else out
+        s_out = new_s_out if s_out is None else s_out
+    _call.merge_states(v, s, out, s_out)
+    return out, s_out
+
+
 def dispatcher_needed(tensors) -> bool:
     """True when a call must go through the registered custom op rather than straight to the
     library: while torch.compile / torch.export trace (the compiling flag, tensor subclasses such as
@@ -58,6 +93,10 @@ def dispatcher_needed(tensors) -> bool:
 
 functional = None  # torch.ops.tsattn.batch_prefill once registered
 mutating = None  # torch.ops.tsattn.batch_prefill_out
+merge_state_functional = None  # torch.ops.tsattn.merge_state
+merge_state_mutating = None  # torch.ops.tsattn.merge_state_out
+merge_states_functional = None  # torch.ops.tsattn.merge_states
+merge_states_mutating = None  # torch.ops.tsattn.merge_states_out
 
 if AVAILABLE:
 
@@ -165,5 +204,46 @@ if AVAILABLE:
             return getattr(getattr(torch.ops, namespace), op_name).default
         return getattr(torch.ops.tsattn, name.split("::")[1]).default
 
+    def _merge_state(
+        v_a: torch.Tensor, s_a: torch.Tensor, v_b: torch.Tensor, s_b: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        return merge_state_eager(v_a, s_a, v_b, s_b, None, None)
+
+    def _merge_state_fake(v_a, s_a, v_b, s_b):
+        return merge_outputs(v_a, states_axis=False)
+
+    def _merge_state_out(
+        v_a: torch.Tensor,
+        s_a: torch.Tensor,
+        v_b: torch.Tensor,
+        s_b: torch.Tensor,
+        out: torch.Tensor,
+        s_out: torch.Tensor,
+    ) -> None:
+        merge_state_eager(v_a, s_a, v_b, s_b, out, s_out)
+
+    def _merge_state_out_fake(v_a, s_a, v_b, s_b, out, s_out):
+        return None
+
+    def _merge_states(v: torch.Tensor, s: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        return merge_states_eager(v, s, None, None)
+
+    def _merge_states_fake(v, s):
+        return merge_outputs(v, states_axis=True)
+
+    def _merge_states_out(v: torch.Tensor, s: torch.Tensor, out: torch.Tensor, s_out: torch.Tensor) -> None:
+        merge_states_eager(v, s, out, s_out)
+
+    def _merge_states_out_fake(v, s, out, s_out):
+        return None
+
     functional = _register("tsattn::batch_prefill", _functional, _functional_fake, ())
     mutating = _register("tsattn::batch_prefill_out", _mutating, _mutating_fake, ("out",))
+    merge_state_functional = _register("tsattn::merge_state", _merge_state, _merge_state_fake, ())
+    merge_state_mutating = _register(
+        "tsattn::merge_state_out", _merge_state_out, _merge_state_out_fake, ("out", "s_out")
+    )
+    merge_states_functional = _register("tsattn::merge_states", _merge_states, _merge_states_fake, ())
+    merge_states_mutating = _register(
+        "tsattn::merge_states_out", _merge_states_out, _merge_states_out_fake, ("out", "s_out")
+    )

@@ -141,7 +141,16 @@ def test_version_and_exports():
     if root is not None:  # the checkout's three version numbers agree: wheel, CMake, package
         assert re.search(r'^version = "0\.1\.0"$', (root / "pyproject.toml").read_text(), re.M)
         assert re.search(r"^project\(tsattn VERSION 0\.1\.0 ", (root / "CMakeLists.txt").read_text(), re.M)
-    for name in ("batch_prefill", "cache_info", "precompile", "library_version", "library_path", "last_kernel_name"):
+    for name in (
+        "batch_prefill",
+        "merge_state",
+        "merge_states",
+        "cache_info",
+        "precompile",
+        "library_version",
+        "library_path",
+        "last_kernel_name",
+    ):
         assert callable(getattr(tsattn, name))
 
 
