@@ -140,14 +140,15 @@ def test_merge_state_four_dims_and_strided_views():
 @pytest.mark.parametrize("d,offset", [(100, 0), (3, 0), (128, 1), (130, 0)], ids=["d100", "d3", "misaligned", "d130"])
 @pytest.mark.parametrize("dtype_name", ["fp16", "fp32"])
 def test_merge_state_narrow_accesses(d, offset, dtype_name):
-    """Head dims and pointers that do not allow 16-byte accesses."""
+    """Head dims and pointers that do not allow 16-byte accesses: 8-, 4- and 2-byte ones (fp16 D = 100,
+    130, 3; a pointer one element off) and fp32's narrower cases."""
     torch.manual_seed(d + offset)
     dtype = V_DTYPES[dtype_name]
     rows, heads = 33, 3
     v_a = randn((rows * heads * d + offset,), dtype)[offset:].view(rows, heads, d)
     v_b = randn((rows, heads, d), dtype)
     s_a, s_b = random_lse((rows, heads), 0.2), random_lse((rows, heads), 0.2)
-    out = poisoned((rows * heads * d + 1,), dtype)[1:].view(rows, heads, d)
+    out = poisoned((rows * heads * d + offset,), dtype)[offset:].view(rows, heads, d)
     s_out = poisoned((rows, heads), torch.float32)
     tsattn.merge_state(v_a, s_a, v_b, s_b, out=out, s_out=s_out)
     check_merge(out, s_out, torch.stack([v_a, v_b], dim=-3), torch.stack([s_a, s_b], dim=-2), dtype_name)
