@@ -3,6 +3,8 @@
 // directory and loads every kernel. env reports layers, knobs and unknown TSATTN_* variables.
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -47,6 +49,7 @@ TEST_SUITE("tools/warm") {
     CliSandbox box;
     nlohmann::json manifest = one_kernel_manifest();
     manifest["kernels"][0]["layout"] = {"fixed", "packed"};  // packed modules carry the planner too
+    manifest["merge"] = {"bf16"};                            // and a merge module, loaded as a plain function
     const std::string path = box.manifest("m.json", manifest);
     const std::string aot = box.tmp / "aot";
     REQUIRE(box.run({"precompile", "--manifest", path, "--arch", arch_name(*arch), "--out", aot}).code == 0);
@@ -56,23 +59,24 @@ TEST_SUITE("tools/warm") {
     const CliResult first = box.run({"warm", "--manifest", path, "--from", aot, "--json"});
     CHECK(first.code == 0);
     const std::vector<std::string> events = lines_of(first.out);
-    REQUIRE(events.size() == 3);
-    for (size_t i = 0; i < 2; ++i) {
+    REQUIRE(events.size() == 4);
+    for (size_t i = 0; i < 3; ++i) {
       const nlohmann::json e = nlohmann::json::parse(events[i]);
       CHECK(e["status"] == "ok");
       CHECK(e["from"] == "from_dir");
       CHECK(e["load_ms"].get<double>() > 0);
     }
-    const nlohmann::json summary = nlohmann::json::parse(events[2]);
-    CHECK(summary["from_dir"] == 2);
+    CHECK(nlohmann::json::parse(events[2])["name"] == fmt::format("merge.{}.bf16", arch_name(*arch)));
+    const nlohmann::json summary = nlohmann::json::parse(events[3]);
+    CHECK(summary["from_dir"] == 3);
     CHECK(summary["compiled"] == 0);
-    CHECK(summary["loaded"] == 2);
-    CHECK(count_files(box.user_cache, ".tsk") == 2);
+    CHECK(summary["loaded"] == 3);
+    CHECK(count_files(box.user_cache, ".tsk") == 3);
 
     // The user cache now stands alone: no --from, still nothing to compile.
     const CliResult second = box.run({"warm", "--manifest", path, "--json"});
     CHECK(second.code == 0);
-    CHECK(last_event(second.out)["user_cache"] == 2);
+    CHECK(last_event(second.out)["user_cache"] == 3);
   }
 }
 
