@@ -64,8 +64,11 @@ void check_v_layout(const CheckedTensor& v) {
   if (v.shape[last] > 1 && v.strides[last] != 1)
     raise(ErrorKind::value, "{}.stride({})={}: the head dimension must be contiguous (stride 1)", v.name, last,
           v.strides[last]);
-  if (v.shape[last] > kInt32Max) raise(ErrorKind::value, "{}: head_dim={} is too large (int32)", v.name, v.shape[last]);
   const int bytes = dtype_size(v.view->dtype);
+  // The kernel addresses a row's D elements in int bytes.
+  if (v.shape[last] > kInt32Max / bytes)
+    raise(ErrorKind::value, "{}: head_dim={} ({} bytes a row) is too large; at most 2^31-1 bytes", v.name,
+          v.shape[last], v.shape[last] * bytes);
   if (v.numel > 0 && reinterpret_cast<uintptr_t>(v.view->data) % static_cast<uintptr_t>(bytes) != 0)
     raise(ErrorKind::value, "{}.data={:#x} is not {}-byte aligned ({})", v.name,
           reinterpret_cast<uintptr_t>(v.view->data), bytes, dtype_name(v.view->dtype));
@@ -90,6 +93,14 @@ void check_outputs(const CheckedTensor& out, const std::optional<CheckedTensor>&
 
 MergeOperand operand(const CheckedTensor& t, Dims strides) { return {t.view->data, strides}; }
 
+// The kernel numbers items (rows times heads) in 31 bits.
+void check_item_count(const Dims& items, const CheckedTensor& v) {
+  Checked<int64_t> count = 1;
+  for (int64_t extent : items) count = count * extent;
+  if (count.overflowed() || count.value() > kInt32Max)
+    raise(ErrorKind::value, "{}.shape={} has more than 2^31-1 rows x heads to merge", v.name, v.shape_text());
+}
+
 }  // namespace
 
 std::string supported_merge_dtypes() {
@@ -100,7 +111,7 @@ std::string supported_merge_dtypes() {
 
 int64_t MergeProblem::items() const {
   int64_t n = 1;
-  for (int64_t extent : shape) n *= extent;  // at most s's element count, which fits
+  for (int64_t extent : shape) n *= extent;  // below 2^31: validation checked it
   return n;
 }
 
@@ -133,6 +144,8 @@ MergeProblem validate_merge_state(const MergeStateArguments& args) {
   check_shape(s_a, rows, "v_a.shape[:-1]");
   check_shape(s_b, rows, "v_a.shape[:-1]");
   if (s_out) check_shape(*s_out, rows, "v_a.shape[:-1]");
+
+  check_item_count(rows, v_a);
 
   for (const CheckedTensor* t : {&v_a, &s_a, &v_b, &s_b, &out}) check_device(*t, v_a);
   if (s_out) check_device(*s_out, v_a);
@@ -188,6 +201,8 @@ MergeProblem validate_merge_states(const MergeStatesArguments& args) {
   const int64_t states = v.shape[states_axis];
   if (states > kInt32Max)
     raise(ErrorKind::value, "v has n={} states (v.shape[{}]); at most 2^31-1", states, states_axis);
+
+  check_item_count(items, v);
 
   for (const CheckedTensor* t : {&v, &s, &out}) check_device(*t, v);
   if (s_out) check_device(*s_out, v);

@@ -81,7 +81,7 @@ MergeLaunch plan_merge_launch(const MergeProblem& p, int64_t resident_ctas) {
   MergeLaunch launch;
   TsattnMergeParams& params = launch.params;
   params.ndim = static_cast<int>(dims.size());
-  params.items = p.items();
+  params.items = static_cast<int>(p.items());  // validation bounds it below 2^31
   params.head_dim = static_cast<int>(p.head_dim);
   params.num_states = static_cast<int>(p.num_states);
   fill(params.v_first, p.v_first);
@@ -91,7 +91,7 @@ MergeLaunch plan_merge_launch(const MergeProblem& p, int64_t resident_ctas) {
   fill(params.v_out, p.out);
   fill(params.s_out, p.s_out);
   for (size_t k = 0; k < dims.size(); ++k) {
-    params.shape[k] = dims[k].extent;
+    params.shape[k] = static_cast<int>(dims[k].extent);
     params.v_first.strides[k] = dims[k].strides[0];
     params.s_first.strides[k] = dims[k].strides[1];
     params.v_rest.strides[k] = dims[k].strides[2];
@@ -109,7 +109,7 @@ MergeLaunch plan_merge_launch(const MergeProblem& p, int64_t resident_ctas) {
   params.lanes_per_item = lanes;
 
   const int64_t items_per_cta = TSATTN_MERGE_THREADS / lanes;
-  const int64_t needed = (params.items + items_per_cta - 1) / items_per_cta;
+  const int64_t needed = (int64_t{params.items} + items_per_cta - 1) / items_per_cta;
   // CTAs beyond what the GPU holds would only queue behind the others.
   launch.ctas = static_cast<unsigned>(std::clamp<int64_t>(needed, 1, std::max<int64_t>(resident_ctas, 1)));
   return launch;

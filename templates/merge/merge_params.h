@@ -31,10 +31,10 @@ struct TsattnMergeParams {
   // The items (one query row and head each), innermost dim first: item i has c_0 = i % shape[0],
   // c_1 = (i / shape[0]) % shape[1], ... The host folds dims that every tensor steps through
   // alike, so a compact call has ndim = 1.
-  long long shape[TSATTN_MERGE_MAX_DIMS];
-  int ndim;  // 1 .. TSATTN_MERGE_MAX_DIMS
-  long long items;
-  int head_dim;    // D >= 0
+  int shape[TSATTN_MERGE_MAX_DIMS];
+  int ndim;        // 1 .. TSATTN_MERGE_MAX_DIMS
+  int items;       // the product of shape; the host refuses merges of 2^31 items or more
+  int head_dim;    // D >= 0; D times the element size fits an int too
   int num_states;  // n >= 0
   // State 0 of an item is read from v_first and s_first, state i >= 1 from v_rest and s_rest plus
   // (i - 1) state strides: merge_state passes a and b, merge_states its one tensor twice (rest at

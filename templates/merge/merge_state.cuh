@@ -87,8 +87,12 @@ __device__ __forceinline__ void store(char* p, const float (&x)[kBytes / kElemen
   } else {
     u32 w[kBytes / 4];
 #pragma unroll
-    for (int i = 0; i < kBytes / 4; ++i)
-      w[i] = kElementBytes == 4 ? from_float(x[i]) : (from_float(x[2 * i]) | (from_float(x[2 * i + 1]) << 16));
+    for (int i = 0; i < kBytes / 4; ++i) {
+      if constexpr (kElementBytes == 4)
+        w[i] = from_float(x[i]);
+      else
+        w[i] = from_float(x[2 * i]) | (from_float(x[2 * i + 1]) << 16);
+    }
     if constexpr (kBytes == 16)
       *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
     else if constexpr (kBytes == 8)
@@ -103,15 +107,18 @@ struct Offsets {
   i64 v_first, s_first, v_rest, s_rest, v_out, s_out;
 };
 
-__device__ __forceinline__ Offsets item_offsets(const TsattnMergeParams& p, i64 item) {
+// Item indices and extents fit 31 bits (merge_params.h), so the decomposition divides in 32 bits;
+// the offsets are 64-bit.
+__device__ __forceinline__ Offsets item_offsets(const TsattnMergeParams& p, u32 item) {
   Offsets o = {0, 0, 0, 0, 0, 0};
 #pragma unroll
   for (int k = 0; k < TSATTN_MERGE_MAX_DIMS; ++k) {
     if (k == p.ndim) break;
     i64 c = item;  // the outermost dim takes what is left: no division
     if (k + 1 < p.ndim) {
-      c = item % p.shape[k];
-      item /= p.shape[k];
+      const u32 extent = static_cast<u32>(p.shape[k]);
+      c = item % extent;
+      item /= extent;
     }
     o.v_first += c * p.v_first.strides[k];
     o.s_first += c * p.s_first.strides[k];
@@ -134,7 +141,7 @@ __device__ __forceinline__ const char* state_v(const TsattnMergeParams& p, const
 }
 
 template <int kBytes>
-__device__ __forceinline__ void merge_item(const TsattnMergeParams& p, i64 item, int lane, int lanes) {
+__device__ __forceinline__ void merge_item(const TsattnMergeParams& p, u32 item, int lane, int lanes) {
   constexpr int kElements = kBytes / kElementBytes;
   const Offsets o = item_offsets(p, item);
   // The largest lse m and the weight sum l = sum_i exp(s_i - m), online over the states (l = 0:
@@ -189,7 +196,7 @@ __device__ void merge_items(const TsattnMergeParams& p) {
   const i64 groups = TSATTN_MERGE_THREADS / lanes;
   const i64 step = static_cast<i64>(gridDim.x) * groups;
   for (i64 item = static_cast<i64>(blockIdx.x) * groups + threadIdx.x / lanes; item < p.items; item += step)
-    merge_item<kBytes>(p, item, lane, lanes);
+    merge_item<kBytes>(p, static_cast<u32>(item), lane, lanes);
 }
 
 }  // namespace merge

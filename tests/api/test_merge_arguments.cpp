@@ -117,7 +117,8 @@ struct Rejection {
 template <class Call>
 void check_rejections(const std::vector<Rejection<Call>>& cases) {
   for (const Rejection<Call>& c : cases) {
-    CAPTURE(c.rule);
+    const std::string rule = c.rule;
+    CAPTURE(rule);
     Call call;
     c.mutate(call);
     const MergeResult r = call.run();
@@ -223,6 +224,13 @@ TEST_SUITE("api/merge_arguments") {
          },
          kValue,
          {"out with shape [7, 4, 128] and strides [0, 128, 1] has overlapping elements"}},
+        {"D too large for int bytes",
+         [](C& c) {
+           for (Tensor* t : {&c.v_a, &c.v_b, &c.out}) t->shape = {0, 4, int64_t{1} << 30};
+           for (Tensor* t : {&c.s_a, &c.s_b, &c.s_out}) t->shape = {0, 4};
+         },
+         kValue,
+         {"v_a: head_dim=1073741824 (2147483648 bytes a row) is too large"}},
         {"extents overflow int64",
          [](C& c) {
            c.v_a.shape = {int64_t{1} << 40, int64_t{1} << 40, 128};
@@ -271,6 +279,24 @@ TEST_SUITE("api/merge_arguments") {
          [](C& c) { c.s.device_type = TSATTN_DEVICE_CPU; },
          kValue,
          {"s must be a CUDA tensor (got cpu)"}},
+        {"2^31 items",
+         [](C& c) {
+           c.v.shape = {int64_t{1} << 16, 0, int64_t{1} << 15, 0};
+           c.s.shape = {int64_t{1} << 16, 0, int64_t{1} << 15};
+           c.out.shape = {int64_t{1} << 16, int64_t{1} << 15, 0};
+           c.pass_s_out = false;
+         },
+         kValue,
+         {"v.shape=[65536, 0, 32768, 0] has more than 2^31-1 rows x heads to merge"}},
+        {"item extents overflow int64 (caught on out)",
+         [](C& c) {
+           c.v.shape = {int64_t{1} << 40, 0, int64_t{1} << 40, 0};
+           c.s.shape = {int64_t{1} << 40, 0, int64_t{1} << 40};
+           c.out.shape = {int64_t{1} << 40, int64_t{1} << 40, 0};
+           c.pass_s_out = false;
+         },
+         kValue,
+         {"out.shape=[1099511627776, 1099511627776, 0]", "overflows int64"}},
         {"out overlaps v", [](C& c) { c.out.data = c.v.data; }, kValue, {"out overlaps v"}},
         {"s_out overlaps s", [](C& c) { c.s_out.data = c.s.data; }, kValue, {"s_out overlaps s"}},
     };
