@@ -51,7 +51,9 @@ for step in "${steps[@]}"; do
       run_step memcheck memcheck.log timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
         build/tsattn_tests -ts='gpu/attention' -tc='strided*,a side stream*,packed layout with indptrs on the GPU*,malformed*,Hopper: fp8*,Hopper: CTA pairs*'
       run_step racecheck racecheck.log timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 \
-        build/tsattn_tests -ts='gpu/attention' -tc='strided*,Hopper: fp8*,Hopper: CTA pairs*' ;;
+        build/tsattn_tests -ts='gpu/attention' -tc='strided*,Hopper: fp8*,Hopper: CTA pairs*'
+      run_step memcheck-merge memcheck_merge.log timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/tsattn_tests -ts='gpu/merge' ;;
     demo)
       for preset in llama3-8b gemma-window ragged; do
         run_step "run:$preset" "run_$preset.log" build/tsattn run --preset "$preset"
@@ -68,9 +70,10 @@ for step in "${steps[@]}"; do
     python)
       run_step python python.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
         python3 -m pytest -q tests/python tools/bench/tests tools/profile/tests tools/dev/tests
-      # The family is chosen once per process: the lse tests again on the portable family.
+      # The family is chosen once per process: the lse tests and the chunked prefills merged from
+      # them again on the portable family.
       run_step python-sm80 python_sm80.log env TSATTN_KERNEL_FAMILY=sm80 TSATTN_LIBRARY="$repo/build/libtsattn.so" \
-        PYTHONPATH="$repo/python" python3 -m pytest -q tests/python/test_gpu_lse.py ;;
+        PYTHONPATH="$repo/python" python3 -m pytest -q tests/python/test_gpu_lse.py tests/python/test_gpu_merge.py ;;
     wheel)
       # The wheel as a user installs it, with the toolkit hidden (tools/dev/gpu_prepare.sh built it).
       run_step wheel wheel.log timeout 560 bash tests/packaging/wheel_on_gpu.sh "$(ls build/dist/tsattn-*.whl)" \
