@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 import ctypes
+import threading
 from typing import Optional
 
 import torch
 
 from . import _library
-from ._views import ViewHolder
+from ._views import ViewBuffer, current_stream, packer_for
 
 MASK_CODES = {"dense": 0, "causal": 1, "variable_window": 2}
+
+_Q, _K, _V, _QO, _KV, _OUT, _STARTS, _ENDS, _LSE = range(9)
+_OPTIONS = packer_for(_library.PrefillOptions)
+_OPTIONS_SIZE = ctypes.sizeof(_library.PrefillOptions)
+_buffers = threading.local()
+
+
+def _buffer() -> ViewBuffer:
+    """This thread's views and options (a call rewrites them; C keeps no pointer past the call)."""
+    try:
+        return _buffers.views
+    except AttributeError:
+        _buffers.views = ViewBuffer(9, _OPTIONS)
+        return _buffers.views
 
 
 def run(
@@ -31,34 +46,31 @@ def run(
 ) -> None:
     """Queues out = attention(q, k, v) on torch's current stream of q's device.
 
-    ``lse``, when given, receives the rows' log-sum-exp (float32, q.shape[:-1]). Every tensor (and
-    its shape/stride arrays) stays referenced by ``holder`` until the C call returns; the library
-    keeps no pointer past the call.
+    ``lse``, when given, receives the rows' log-sum-exp (float32, q.shape[:-1]). The caller keeps
+    every tensor referenced until this returns; the library keeps no pointer past the call.
     """
-    lib = _library.library()
-    holder = ViewHolder()
-    q_view = holder.view(q, "q")
-    k_view = holder.view(k, "k")
-    v_view = holder.view(v, "v")
-    qo_view = holder.view(qo_indptr, "qo_indptr")
-    kv_view = holder.view(kv_indptr, "kv_indptr")
-    out_view = holder.view(out, "out")
-
-    options = _library.PrefillOptions()
-    lib.tsattn_prefill_options_init(ctypes.byref(options))
-    options.struct_size = ctypes.sizeof(_library.PrefillOptions)
-    options.mask_type = MASK_CODES[mask_type]
-    options.window_left = window_left
-    options.variable_window_token_starts = holder.view(starts, "variable_window_token_starts")
-    options.variable_window_token_ends = holder.view(ends, "variable_window_token_ends")
-    options.has_sm_scale = 0 if sm_scale is None else 1
-    options.sm_scale = 0.0 if sm_scale is None else sm_scale
-    options.output_scale = output_scale
-    options.out_dtype = out_dtype_code
-    options.lse = holder.view(lse, "lse")
-    if q.is_cuda:
-        options.stream = torch.cuda.current_stream(q.device).cuda_stream or None
-
-    status = lib.tsattn_batch_prefill(q_view, k_view, v_view, qo_view, kv_view, ctypes.byref(options), out_view)
-    del holder  # only now may the tensors go
-    _library.check(status)
+    views = _buffer()
+    put, optional = views.put, views.put_optional
+    q_view = put(_Q, q, "q")
+    k_view = put(_K, k, "k")
+    v_view = put(_V, v, "v")
+    qo_view = optional(_QO, qo_indptr, "qo_indptr")
+    kv_view = optional(_KV, kv_indptr, "kv_indptr")
+    out_view = put(_OUT, out, "out")
+    device = q.get_device()
+    options = views.pack_options(
+        _OPTIONS_SIZE,
+        MASK_CODES[mask_type],
+        window_left,
+        optional(_STARTS, starts, "variable_window_token_starts") or 0,
+        optional(_ENDS, ends, "variable_window_token_ends") or 0,
+        0 if sm_scale is None else 1,
+        0.0 if sm_scale is None else sm_scale,
+        output_scale,
+        out_dtype_code,
+        current_stream(device) if device >= 0 else 0,
+        optional(_LSE, lse, "lse") or 0,
+    )
+    status = _library.library().tsattn_batch_prefill(q_view, k_view, v_view, qo_view, kv_view, options, out_view)
+    if status:
+        _library.check(status)
