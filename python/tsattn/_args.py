@@ -96,10 +96,16 @@ def attention_dtype_code(value, name: str, wanted: str = "a torch.dtype") -> int
 
 
 def check_tensors(q, k, v, qo_indptr, kv_indptr, starts, ends, out) -> None:
-    tensor = torch.Tensor
-    required = isinstance(q, tensor) and isinstance(k, tensor) and isinstance(v, tensor)
-    if required and all(
-        value is None or isinstance(value, tensor) for value in (qo_indptr, kv_indptr, starts, ends, out)
+    t = torch.Tensor
+    if (
+        isinstance(q, t)
+        and isinstance(k, t)
+        and isinstance(v, t)
+        and (qo_indptr is None or isinstance(qo_indptr, t))
+        and (kv_indptr is None or isinstance(kv_indptr, t))
+        and (starts is None or isinstance(starts, t))
+        and (ends is None or isinstance(ends, t))
+        and (out is None or isinstance(out, t))
     ):
         return  # the common case; the messages below name the first argument that is not a tensor
     for value, name in ((q, "q"), (k, "k"), (v, "v")):
