@@ -73,10 +73,12 @@ struct TsattnPrefillParams {
   // list (implicit or planned) is 2 * BLOCK_M rows, and cluster rank r takes its r-th BLOCK_M rows
   // (MHA and odd groups). The item order, chunks and planners then count in those tiles.
   int pair_tiles;
-  // Dynamic order (sm90a kernels with tsattn_dynamic_order = 1; null elsewhere): a zeroed 64-bit
-  // counter in device memory, private to this launch. Each CTA (pair) claims its next slot with
+  // Dynamic order (sm90a kernels with tsattn_dynamic_order = 1; null elsewhere): a 64-bit counter
+  // in device memory, zero at launch and private to it. Each CTA (pair) claims its next slot with
   // atomicAdd(work_counter, 1) and stops at the first claim past the list, so items of unequal
-  // cost (causal, windows, ragged batches) end together instead of by the static turn's luck.
+  // cost (causal, windows, ragged batches) end together instead of by the static turn's luck. The
+  // launch's last claim sets it back to zero, so memory that stays with the launches (a plan's
+  // workspace) is zeroed once, not before every launch.
   unsigned long long* work_counter;
   // Split tail (sm90a modules with tsattn_split_partial_bytes > 0: 16-bit dense D128, fixed
   // layout; only in the static order; 0 and null elsewhere). All slots cost the same there, so the

@@ -53,24 +53,30 @@ def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype) -> Scalars:
-    if not isinstance(mask_type, str):
-        raise TypeError(
-            f"mask_type must be a str, one of {', '.join(MASK_TYPES)} (got {type(mask_type).__name__}: {mask_type!r})"
-        )
-    # C takes the mask's code, so only Python sees the name.
-    if mask_type not in MASK_TYPES:
-        raise ValueError(f"mask_type={mask_type!r} is not one of {', '.join(repr(m) for m in MASK_TYPES)}")
-
-    if _is_bool(window_left) or not isinstance(window_left, numbers.Integral):
-        raise TypeError(f"window_left must be an int (got {type(window_left).__name__}: {window_left!r})")
-    window = int(window_left)
+def _window(window_left) -> int:
+    if type(window_left) is not int:  # the common case skips the general checks
+        if _is_bool(window_left) or not isinstance(window_left, numbers.Integral):
+            raise TypeError(f"window_left must be an int (got {type(window_left).__name__}: {window_left!r})")
+        window_left = int(window_left)
     # ctypes stores an int64 field modulo 2^64, so C would see another value than the caller's.
-    if not _INT64_MIN <= window <= _INT64_MAX:
-        raise ValueError(f"window_left={window} does not fit in int64")
+    if not _INT64_MIN <= window_left <= _INT64_MAX:
+        raise ValueError(f"window_left={window_left} does not fit in int64")
+    return window_left
 
-    scale = None if sm_scale is None else _real_scalar(sm_scale, "sm_scale")
-    out_scale = _real_scalar(output_scale, "output_scale")
+
+def check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype) -> Scalars:
+    # C takes the mask's code, so only Python sees the name.
+    if type(mask_type) is not str or mask_type not in MASK_TYPES:
+        if not isinstance(mask_type, str):
+            raise TypeError(
+                f"mask_type must be a str, one of {', '.join(MASK_TYPES)} "
+                f"(got {type(mask_type).__name__}: {mask_type!r})"
+            )
+        if mask_type not in MASK_TYPES:
+            raise ValueError(f"mask_type={mask_type!r} is not one of {', '.join(repr(m) for m in MASK_TYPES)}")
+    window = _window(window_left)
+    scale = None if sm_scale is None else sm_scale if type(sm_scale) is float else _real_scalar(sm_scale, "sm_scale")
+    out_scale = output_scale if type(output_scale) is float else _real_scalar(output_scale, "output_scale")
 
     # out is allocated in this dtype (by the fake op too, under torch.compile) before C sees the call.
     code = DTYPE_UNSET if out_dtype is None else attention_dtype_code(out_dtype, "out_dtype", "a torch.dtype or None")
@@ -90,6 +96,18 @@ def attention_dtype_code(value, name: str, wanted: str = "a torch.dtype") -> int
 
 
 def check_tensors(q, k, v, qo_indptr, kv_indptr, starts, ends, out) -> None:
+    t = torch.Tensor
+    if (
+        isinstance(q, t)
+        and isinstance(k, t)
+        and isinstance(v, t)
+        and (qo_indptr is None or isinstance(qo_indptr, t))
+        and (kv_indptr is None or isinstance(kv_indptr, t))
+        and (starts is None or isinstance(starts, t))
+        and (ends is None or isinstance(ends, t))
+        and (out is None or isinstance(out, t))
+    ):
+        return  # the common case; the messages below name the first argument that is not a tensor
     for value, name in ((q, "q"), (k, "k"), (v, "v")):
         check_tensor(value, name, optional=False)
     for value, name in (

@@ -4,21 +4,30 @@ checked by _args), on torch's current stream."""
 from __future__ import annotations
 
 import ctypes
+import struct
+import threading
 from typing import Optional
 
 import torch
 
 from . import _library
-from ._views import ViewHolder
+from ._views import ViewBuffer, current_stream, packer_for
 
 MASK_CODES = {"dense": 0, "causal": 1, "variable_window": 2}
 
+_Q, _K, _V, _QO, _KV, _OUT, _STARTS, _ENDS, _LSE = range(9)
+_OPTIONS = packer_for(_library.PrefillOptions)
+_OPTIONS_SIZE = ctypes.sizeof(_library.PrefillOptions)
+_buffers = threading.local()
 
-def _stream(t: torch.Tensor) -> Optional[int]:
-    """torch's current stream of t's CUDA device (None: the legacy default stream, or t is not on a GPU)."""
-    if not t.is_cuda:
-        return None
-    return torch.cuda.current_stream(t.device).cuda_stream or None
+
+def _buffer() -> ViewBuffer:
+    """This thread's views and options (a call rewrites them; C keeps no pointer past the call)."""
+    try:
+        return _buffers.views
+    except AttributeError:
+        _buffers.views = ViewBuffer(9, _OPTIONS)
+        return _buffers.views
 
 
 def run(
@@ -39,36 +48,59 @@ def run(
 ) -> None:
     """Queues out = attention(q, k, v) on torch's current stream of q's device.
 
-    ``lse``, when given, receives the rows' log-sum-exp (float32, q.shape[:-1]). Every tensor (and
-    its shape/stride arrays) stays referenced by ``holder`` until the C call returns; the library
-    keeps no pointer past the call.
+    ``lse``, when given, receives the rows' log-sum-exp (float32, q.shape[:-1]). The caller keeps
+    every tensor referenced until this returns; the library keeps no pointer past the call.
     """
-    lib = _library.library()
-    holder = ViewHolder()
-    q_view = holder.view(q, "q")
-    k_view = holder.view(k, "k")
-    v_view = holder.view(v, "v")
-    qo_view = holder.view(qo_indptr, "qo_indptr")
-    kv_view = holder.view(kv_indptr, "kv_indptr")
-    out_view = holder.view(out, "out")
+    views = _buffer()
+    put, optional = views.put, views.put_optional
+    q_view = put(_Q, q, "q")
+    k_view = put(_K, k, "k")
+    v_view = put(_V, v, "v")
+    qo_view = optional(_QO, qo_indptr, "qo_indptr")
+    kv_view = optional(_KV, kv_indptr, "kv_indptr")
+    out_view = put(_OUT, out, "out")
+    device = q.get_device()
+    options = views.pack_options(
+        _OPTIONS_SIZE,
+        MASK_CODES[mask_type],
+        window_left,
+        optional(_STARTS, starts, "variable_window_token_starts") or 0,
+        optional(_ENDS, ends, "variable_window_token_ends") or 0,
+        0 if sm_scale is None else 1,
+        0.0 if sm_scale is None else sm_scale,
+        output_scale,
+        out_dtype_code,
+        current_stream(device) if device >= 0 else 0,
+        optional(_LSE, lse, "lse") or 0,
+    )
+    status = _library.library().tsattn_batch_prefill(q_view, k_view, v_view, qo_view, kv_view, options, out_view)
+    if status:
+        _library.check(status)
 
-    options = _library.PrefillOptions()
-    lib.tsattn_prefill_options_init(ctypes.byref(options))
-    options.struct_size = ctypes.sizeof(_library.PrefillOptions)
-    options.mask_type = MASK_CODES[mask_type]
-    options.window_left = window_left
-    options.variable_window_token_starts = holder.view(starts, "variable_window_token_starts")
-    options.variable_window_token_ends = holder.view(ends, "variable_window_token_ends")
-    options.has_sm_scale = 0 if sm_scale is None else 1
-    options.sm_scale = 0.0 if sm_scale is None else sm_scale
-    options.output_scale = output_scale
-    options.out_dtype = out_dtype_code
-    options.lse = holder.view(lse, "lse")
-    options.stream = _stream(q)
 
-    status = lib.tsattn_batch_prefill(q_view, k_view, v_view, qo_view, kv_view, ctypes.byref(options), out_view)
-    del holder  # only now may the tensors go
-    _library.check(status)
+# The merges take their six (four) views in a buffer of their own, with no options struct.
+_NO_OPTIONS = struct.Struct("")
+_MERGE_NAMES = ("v_a", "s_a", "v_b", "s_b", "out", "s_out")
+_MERGES_NAMES = ("v", "s", "out", "s_out")
+
+
+def _merge_buffer() -> ViewBuffer:
+    """This thread's views for merges."""
+    try:
+        return _buffers.merge_views
+    except AttributeError:
+        _buffers.merge_views = ViewBuffer(len(_MERGE_NAMES), _NO_OPTIONS)
+        return _buffers.merge_views
+
+
+def _merge(function: str, tensors, names) -> None:
+    """One merge call: the tensors' views, then the stream of the first one's device."""
+    views = _merge_buffer()
+    addresses = [views.put(slot, tensor, name) for slot, (tensor, name) in enumerate(zip(tensors, names))]
+    device = tensors[0].get_device()
+    status = _library.function(function)(*addresses, current_stream(device) if device >= 0 else 0)
+    if status:
+        _library.check(status)
 
 
 def merge_state(
@@ -80,18 +112,9 @@ def merge_state(
     s_out: torch.Tensor,
 ) -> None:
     """Queues (out, s_out) = the merge of (v_a, s_a) and (v_b, s_b) on torch's current stream of v_a's device."""
-    holder = ViewHolder()
-    views = [holder.view(t, name) for t, name in ((v_a, "v_a"), (s_a, "s_a"), (v_b, "v_b"), (s_b, "s_b"))]
-    views += [holder.view(out, "out"), holder.view(s_out, "s_out")]
-    status = _library.function("tsattn_merge_state")(*views, _stream(v_a))
-    del holder  # only now may the tensors go
-    _library.check(status)
+    _merge("tsattn_merge_state", (v_a, s_a, v_b, s_b, out, s_out), _MERGE_NAMES)
 
 
 def merge_states(v: torch.Tensor, s: torch.Tensor, out: torch.Tensor, s_out: torch.Tensor) -> None:
     """Queues (out, s_out) = the merge of v's and s's states on torch's current stream of v's device."""
-    holder = ViewHolder()
-    views = [holder.view(t, name) for t, name in ((v, "v"), (s, "s"), (out, "out"), (s_out, "s_out"))]
-    status = _library.function("tsattn_merge_states")(*views, _stream(v))
-    del holder
-    _library.check(status)
+    _merge("tsattn_merge_states", (v, s, out, s_out), _MERGES_NAMES)

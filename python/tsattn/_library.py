@@ -130,13 +130,10 @@ _I64_P = ctypes.POINTER(ctypes.c_int64)
 # name -> (restype, argtypes); the optional ones may be missing from an older library.
 _PROTOTYPES = {
     "tsattn_prefill_options_init": (None, [ctypes.POINTER(PrefillOptions)]),
-    "tsattn_batch_prefill": (
-        ctypes.c_int,
-        [_VIEW_P, _VIEW_P, _VIEW_P, _VIEW_P, _VIEW_P, ctypes.POINTER(PrefillOptions), _VIEW_P],
-    ),
+    # Addresses as plain ints: calls pass views they keep at fixed addresses (_views.ViewBuffer).
+    "tsattn_batch_prefill": (ctypes.c_int, [ctypes.c_void_p] * 7),
     "tsattn_prefill_plan_options_init": (None, [ctypes.POINTER(PlanOptions)]),
     "tsattn_prefill_plan_create": (ctypes.c_int, [ctypes.POINTER(PlanOptions), ctypes.POINTER(ctypes.c_void_p)]),
-    # Addresses as plain ints: the wrapper's run passes views it keeps at fixed addresses.
     "tsattn_prefill_plan_run": (ctypes.c_int, [ctypes.c_void_p] * 8),
     "tsattn_prefill_plan_destroy": (None, [ctypes.c_void_p]),
     "tsattn_last_error_message": (ctypes.c_char_p, []),
@@ -150,8 +147,9 @@ _OPTIONAL_PROTOTYPES = {
         [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, _I64_P, _I64_P, _I64_P],
     ),
     "tsattn_last_kernel_name": (ctypes.c_char_p, []),
-    "tsattn_merge_state": (ctypes.c_int, [_VIEW_P] * 6 + [ctypes.c_void_p]),
-    "tsattn_merge_states": (ctypes.c_int, [_VIEW_P] * 4 + [ctypes.c_void_p]),
+    # Views and the stream as addresses, as tsattn_batch_prefill's.
+    "tsattn_merge_state": (ctypes.c_int, [ctypes.c_void_p] * 7),
+    "tsattn_merge_states": (ctypes.c_int, [ctypes.c_void_p] * 5),
 }
 
 _lock = threading.Lock()

@@ -36,7 +36,7 @@ def batch_prefill_eager(
 ):
     """The op bodies (and the path without custom ops): allocate out if needed, call the library."""
     if out is None:
-        out = torch.empty(q.shape, dtype=resolve_dtype(q, out_dtype_code), device=q.device)
+        out = torch.empty_like(q, dtype=resolve_dtype(q, out_dtype_code), memory_format=torch.contiguous_format)
     _call.run(
         q, k, v, qo_indptr, kv_indptr, mask_type, window_left, starts, ends, sm_scale, output_scale, out_dtype_code, out
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import numbers
-import struct
 from typing import Optional
 
 import torch
@@ -19,32 +18,11 @@ import torch
 from . import _library
 from ._args import _is_bool, attention_dtype_code, check_scalars, check_tensors
 from ._call import MASK_CODES
-from ._views import CODE_DTYPES, DTYPE_CODES, DTYPE_OTHER, DTYPE_UNSET
+from ._views import CODE_DTYPES, DTYPE_UNSET, ViewBuffer, current_stream, packer_for
 
-_DEVICE_CPU, _DEVICE_CUDA = 1, 2
-_MAX_RANK = 8  # tsattn_tensor_view's limit
-# tsattn_tensor_view: data, dtype, device_type, device_id, ndim, shape, strides (native alignment,
-# as the C compiler lays it out; checked against ctypes below).
-_VIEW = struct.Struct("@P4iPP")
-_SHAPE_BYTES = 8 * _MAX_RANK
-# shape[0:n] at the slot's dims, and strides[0:n] _SHAPE_BYTES further (_DIMS) or none (_SHAPES:
-# a contiguous tensor's view has strides = NULL, compact row-major).
-_DIMS = [struct.Struct(f"@{n}q{8 * (_MAX_RANK - n)}x{n}q") for n in range(_MAX_RANK + 1)]
-_SHAPES = [struct.Struct(f"@{n}q") for n in range(_MAX_RANK + 1)]
-# tsattn_prefill_run_options: struct_size, starts, ends, lse, validate, stream.
-_RUN_OPTIONS = struct.Struct("@N3PiP")
-_SLOT = 48 + 2 * _SHAPE_BYTES  # one view and its dims
 _Q, _K, _V, _OUT, _QO, _KV, _STARTS, _ENDS, _LSE = range(9)
-_SLOTS = 9
-
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-
-
-def _current_stream(index: int) -> int:
-    """torch's current stream of cuda:index, as the CUstream address (0: the legacy default stream)."""
-    if _raw_stream is not None:
-        return _raw_stream(index)
-    return torch.cuda.current_stream(index).cuda_stream
+_RUN_OPTIONS = packer_for(_library.RunOptions)
+_RUN_OPTIONS_SIZE = ctypes.sizeof(_library.RunOptions)
 
 
 def _check_int(value, name: str, bits: int) -> int:
@@ -82,14 +60,7 @@ class BatchPrefillTSWrapper:
     def __init__(self) -> None:
         self._handle: Optional[int] = None
         self._lib = None
-        self._buffer = bytearray(_SLOT * _SLOTS + _RUN_OPTIONS.size)
-        # The ctypes view pins the buffer: a bytearray cannot move while it is exported.
-        self._memory = (ctypes.c_char * len(self._buffer)).from_buffer(self._buffer)
-        base = ctypes.addressof(self._memory)
-        self._addresses = [base + slot * _SLOT for slot in range(_SLOTS)]
-        self._dims = [address + 48 for address in self._addresses]
-        self._options_offset = _SLOT * _SLOTS
-        self._options_address = base + self._options_offset
+        self._views = ViewBuffer(9, _RUN_OPTIONS)
 
     def plan(
         self,
@@ -186,80 +157,33 @@ class BatchPrefillTSWrapper:
         if handle is None:
             raise RuntimeError("BatchPrefillTSWrapper.run() needs a plan: call plan() first")
         starts, ends = variable_window_token_starts, variable_window_token_ends
-        # The common case in a few isinstance calls; the messages come from check_tensors.
-        tensor = torch.Tensor
-        typed = isinstance(q, tensor) and isinstance(k, tensor) and isinstance(v, tensor)
-        for value in (qo_indptr, kv_indptr, starts, ends, out):
-            typed = typed and (value is None or isinstance(value, tensor))
-        if not typed:
-            check_tensors(q, k, v, qo_indptr, kv_indptr, starts, ends, out)
+        check_tensors(q, k, v, qo_indptr, kv_indptr, starts, ends, out)
         if out is None:
-            out = torch.empty(q.shape, dtype=self._out_dtype, device=q.device)
+            out = torch.empty_like(q, dtype=self._out_dtype, memory_format=torch.contiguous_format)
 
-        put, a = self._put, self._addresses
-        put(_Q, q, "q", validate)
-        put(_K, k, "k", validate)
-        put(_V, v, "v", validate)
-        put(_OUT, out, "out", validate)
-        qo = kv = None
-        starts_address = ends_address = 0
-        if qo_indptr is not None:
-            put(_QO, qo_indptr, "qo_indptr", validate)
-            qo = a[_QO]
-        if kv_indptr is not None:
-            put(_KV, kv_indptr, "kv_indptr", validate)
-            kv = a[_KV]
-        lse = lse_address = None
+        views = self._views
+        put = views.put
+        q_view = put(_Q, q, "q", validate)
+        k_view = put(_K, k, "k", validate)
+        v_view = put(_V, v, "v", validate)
+        out_view = put(_OUT, out, "out", validate)
+        qo = None if qo_indptr is None else put(_QO, qo_indptr, "qo_indptr", validate)
+        kv = None if kv_indptr is None else put(_KV, kv_indptr, "kv_indptr", validate)
+        lse = None
         if return_lse:
-            lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
-            put(_LSE, lse, "lse", validate)
-            lse_address = a[_LSE]
-        if starts is not None:
-            put(_STARTS, starts, "variable_window_token_starts", validate)
-            starts_address = a[_STARTS]
-        if ends is not None:
-            put(_ENDS, ends, "variable_window_token_ends", validate)
-            ends_address = a[_ENDS]
-        _RUN_OPTIONS.pack_into(
-            self._buffer,
-            self._options_offset,
-            _RUN_OPTIONS.size,
-            starts_address,
-            ends_address,
-            lse_address or 0,
+            lse = q.new_empty(q.shape[:-1], dtype=torch.float32)
+        options = views.pack_options(
+            _RUN_OPTIONS_SIZE,
+            0 if starts is None else put(_STARTS, starts, "variable_window_token_starts", validate),
+            0 if ends is None else put(_ENDS, ends, "variable_window_token_ends", validate),
+            0 if lse is None else put(_LSE, lse, "lse", validate),
             1 if validate else 0,
-            _current_stream(self._device_index),
+            current_stream(self._device_index),
         )
-        status = self._run_c(handle, a[_Q], a[_K], a[_V], qo, kv, self._options_address, a[_OUT])
+        status = self._run_c(handle, q_view, k_view, v_view, qo, kv, options, out_view)
         if status:
             _library.check(status)
         return (out, lse) if return_lse else out
-
-    def _put(self, slot: int, tensor: torch.Tensor, name: str, validate: bool) -> None:
-        """Rewrites the view of `slot` in place for tensor: a CUDA tensor, or a host one (indptrs)."""
-        if validate and tensor.layout is not torch.strided:
-            raise ValueError(f"{name} must be a dense strided tensor (got layout {tensor.layout})")
-        device_id = tensor.get_device()  # -1: not a CUDA tensor
-        if device_id >= 0:
-            device_type = _DEVICE_CUDA
-        elif tensor.is_cpu:
-            device_type, device_id = _DEVICE_CPU, 0
-        else:
-            raise ValueError(f"{name} must be a CUDA tensor (got a tensor on {tensor.device})")
-        shape = tensor.shape
-        ndim = len(shape)
-        if ndim > _MAX_RANK:
-            raise ValueError(f"{name}.ndim={ndim} is out of range [0, {_MAX_RANK}]")
-        offset = slot * _SLOT
-        dims = self._dims[slot]
-        code = DTYPE_CODES.get(tensor.dtype, DTYPE_OTHER)
-        if tensor.is_contiguous():
-            _VIEW.pack_into(self._buffer, offset, tensor.data_ptr(), code, device_type, device_id, ndim, dims, 0)
-            _SHAPES[ndim].pack_into(self._buffer, offset + 48, *shape)
-        else:
-            strides = dims + _SHAPE_BYTES
-            _VIEW.pack_into(self._buffer, offset, tensor.data_ptr(), code, device_type, device_id, ndim, dims, strides)
-            _DIMS[ndim].pack_into(self._buffer, offset + 48, *shape, *tensor.stride())
 
     def _release(self) -> None:
         handle, self._handle = self._handle, None
@@ -271,8 +195,3 @@ class BatchPrefillTSWrapper:
             self._release()
         except Exception:  # interpreter shutdown: the library may already be gone
             pass
-
-
-# The hot path packs these structs by hand: their layout must be the C one.
-assert _VIEW.size == ctypes.sizeof(_library.TensorView)
-assert _RUN_OPTIONS.size == ctypes.sizeof(_library.RunOptions)

@@ -50,7 +50,7 @@ void queue_launches(const LaunchPlan& plan, const driver::LoadedKernel& kernel, 
   const driver::Api& cu = driver::api();
   const WorkspaceLayout& layout = plan.workspace;
   const CUdeviceptr base = memory.workspace;
-  if (layout.clear_work_counter)
+  if (layout.clear_work_counter && !memory.work_counter_zero)
     driver::check(cu.cuMemsetD32Async(base + layout.work_counter.offset, 0, layout.work_counter.bytes / 4, stream),
                   "zeroing the work counter");
   if (layout.split_counts.present())

@@ -14,8 +14,9 @@
 namespace tsattn {
 
 struct LaunchMemory {
-  CUdeviceptr workspace = 0;     // plan.workspace.bytes in its layout; any upload already queued
-  CUdeviceptr transposed_v = 0;  // choice.transposed_v->bytes when plan.transpose_ctas > 0
+  CUdeviceptr workspace = 0;       // plan.workspace.bytes in its layout; any upload already queued
+  CUdeviceptr transposed_v = 0;    // choice.transposed_v->bytes when plan.transpose_ctas > 0
+  bool work_counter_zero = false;  // the workspace's counter is known to be zero (a plan's)
 };
 
 bool stream_is_capturing(CUstream stream);

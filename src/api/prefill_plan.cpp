@@ -43,6 +43,7 @@ PrefillPlan::PrefillPlan(const tsattn_prefill_plan_options* options) : settings_
 
   layout_ = plan_workspace(capacity, facts_, multiprocessors_, transposes_v(choice_.spec));
   workspace_ = driver::DeviceBuffer(layout_.bytes);
+  workspace_.fill_bytes(0);  // the dynamic order's work counter starts at zero
   if (base.layout == Layout::packed) {
     staging_.emplace(layout_.indptrs.bytes, kIndptrStagingSlots);
     uploaded_.assign(static_cast<size_t>(2 * (capacity.batch + 1)), 0);
@@ -143,6 +144,7 @@ const char* PrefillPlan::run(const RunArguments& args) {
   TsattnPrefillParams params = make_kernel_params(p);
   LaunchMemory memory;
   memory.workspace = workspace_.address();
+  memory.work_counter_zero = true;  // zeroed at creation, and every launch leaves it zero
   if (layout_.transposed_v.present()) memory.transposed_v = workspace_.address() + layout_.transposed_v.offset;
   queue_launches(plan, *kernel_, choice_, params, memory, stream);
   return kernel_->name.c_str();

@@ -32,10 +32,10 @@ WorkspaceLayout workspace_layout(const Problem& p, const LaunchPlan& plan, const
   const auto indptr_bytes = static_cast<size_t>(p.batch + 1) * sizeof(int32_t);
   switch (plan.tile_list) {
     case TileList::implicit:
-      if (plan.dynamic_order) {
-        w.work_counter = packer.add(sizeof(unsigned long long));
-        w.clear_work_counter = true;
-      }
+      // The counter comes first whenever the kernel can claim dynamically, so in a plan's
+      // workspace those bytes hold only the counter, which the launches leave at zero.
+      if (kernel.dynamic_order) w.work_counter = packer.add(sizeof(unsigned long long));
+      w.clear_work_counter = plan.dynamic_order;
       if (plan.split_slots > 0) {
         // Per boundary between walkers (< walkers) and CTA: a count per consumer warp (8), and a
         // buffer for each of the two parts of the slot cut there.

@@ -51,7 +51,8 @@ struct Region {
 
 // The call's one stream-ordered workspace. Every region starts at a 16-byte boundary (the split
 // partials at 256). By layout:
-//   fixed: the work counter (dynamic order), or the split tail's counts and partials, or nothing;
+//   fixed: the work counter (kernels that can claim dynamically), then the split tail's counts
+//     and partials (when it has one);
 //   packed, host indptrs: tile count, tiles, qo and kv indptr copies, work counter, all uploaded;
 //   packed, GPU indptrs: tile count, work counter and room for max_tiles tiles (the planner
 //     writes all three).
@@ -59,8 +60,9 @@ struct WorkspaceLayout {
   size_t bytes = 0;         // 0: no workspace
   size_t upload_bytes = 0;  // [0, upload_bytes) is upload_image()
   Region tile_count, work_counter, tiles, qo_indptr, kv_indptr, split_counts, split_partials;
-  // cuMemsetD32Async clears these before the launches: the counter of the fixed layout's dynamic
-  // order, and the split counts whenever present.
+  // The fixed layout's dynamic order reads the counter: it must be zero at launch. Fresh memory
+  // is cleared before the launch (cuMemsetD32Async); a plan's workspace is zeroed once, and every
+  // launch leaves the counter at zero (prefill_params.h). The split counts are always cleared.
   bool clear_work_counter = false;
 };
 

@@ -29,7 +29,10 @@ size_t launch_workspace_bound(const Capacity& c, const KernelFacts& kernel, int 
     // the resident CTAs, or the resident clusters of two.
     const int64_t resident = int64_t{multiprocessors} * kernel.ctas_per_multiprocessor;
     const int64_t ctas = std::max(resident, kernel.pairs ? 2 * int64_t{kernel.max_active_pairs} : 0);
-    const size_t split = align_up(static_cast<size_t>(ctas) * 8 * sizeof(int), 256) +
+    // After the work counter when the kernel has one (it keeps its bytes: plan_launch), which
+    // moves the 256-byte aligned partials by at most 256 bytes.
+    const size_t counter = kernel.dynamic_order ? 256 : 0;
+    const size_t split = counter + align_up(static_cast<size_t>(ctas) * 8 * sizeof(int), 256) +
                          static_cast<size_t>(ctas) * 2 * static_cast<size_t>(kernel.split_partial_bytes);
     bytes = std::max(bytes, split);
   }

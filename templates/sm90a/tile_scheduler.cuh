@@ -137,7 +137,9 @@ __device__ __forceinline__ int batch_coord(const WorkItem& item) { return TSATTN
 // decodes their items itself. Dynamic order (kDynamicOrder): warp 1, idle otherwise, is the
 // scheduler. It claims each slot (atomicAdd on params.work_counter; without a counter, the static
 // walk) and publishes it through a ring in shared memory, where the producer and consumer warps
-// read it and decode its item; its last entry, kNoSlot, says the list is done. In a CTA pair rank
+// read it and decode its item; its last entry, kNoSlot, says the list is done. Each walker stops
+// after its first claim past the list, so a launch makes exactly end + walkers claims: the last
+// one (it returns end + walkers - 1) sets the counter back to zero. In a CTA pair rank
 // 0's scheduler writes each entry into both CTAs' rings, rank 1's with st.async, whose bytes
 // complete rank 1's barrier the way a TMA load does (a plain remote store would need cluster-scope
 // acquire waits, which made ptxas serialize the consumers' wgmmas, C7512). The k-th entry of a
@@ -204,7 +206,10 @@ __device__ __forceinline__ void schedule(const TsattnPrefillParams& params, u32 
     u32 tiles = kWholeSlot;  // kSplitTail: the entry's second word
     if (params.work_counter != nullptr) {
       const i64 counted = static_cast<i64>(atomicAdd(params.work_counter, 1ull));
-      if (counted < end) claimed = counted;
+      if (counted < end)
+        claimed = counted;
+      else if (counted == end + static_cast<i64>(gridDim.x / kCtas) - 1)
+        atomicExch(params.work_counter, 0ull);  // the launch's last claim: the counter is zero for the next
     } else if (kSplitTail && k >= rounds) {
       // Tail piece k - rounds of this walker; one it does not have goes out as kNoPiece, skipped.
       TailPiece piece;

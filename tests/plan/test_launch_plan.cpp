@@ -165,7 +165,7 @@ TEST_SUITE("plan/launch_plan") {
     CHECK(plan.plans_on_device);
   }
 
-  TEST_CASE("static and dynamic order: the counter of the fixed layout is cleared by the launch") {
+  TEST_CASE("static and dynamic order: the counter of the fixed layout, cleared for dynamic order") {
     const Problem causal = fixed(1, 4096, 4096, 8, 8, MaskMode::causal);
     KernelFacts kernel = hopper_kernel();
     kernel.pairs = false;
@@ -179,10 +179,12 @@ TEST_SUITE("plan/launch_plan") {
     fill_launch_params(dynamic, 0x20000, params);
     CHECK(reinterpret_cast<uintptr_t>(params.work_counter) == 0x20000);
 
-    // A causal list is never split; static order needs no counter.
+    // A causal list is never split; static order reads no counter (its bytes stay reserved, so
+    // in a plan's workspace they only ever hold the counter) and clears none.
     const LaunchPlan fixed_turns = plan_launch(causal, kernel, kMultiprocessors, reader({"static", ""}));
     CHECK_FALSE(fixed_turns.dynamic_order);
-    CHECK(fixed_turns.workspace.bytes == 0);
+    CHECK(fixed_turns.workspace.bytes == 8);
+    CHECK_FALSE(fixed_turns.workspace.clear_work_counter);
     TsattnPrefillParams static_params{};
     fill_launch_params(fixed_turns, 0x20000, static_params);
     CHECK(static_params.work_counter == nullptr);
@@ -206,7 +208,8 @@ TEST_SUITE("plan/launch_plan") {
     CHECK(heads.walkers.items_per_slot == 2);
     CHECK(heads.slots() == 1024);
     CHECK(heads.split_slots == 0);
-    CHECK(heads.workspace.bytes == 0);
+    CHECK(heads.workspace.bytes == 8);  // the counter's bytes, unused in static order
+    CHECK_FALSE(heads.workspace.clear_work_counter);
 
     // MHA: a pair along query tiles walks tiles of 256 rows.
     const Problem mha = fixed(1, 1000, 1000, 8, 8, MaskMode::causal);
@@ -248,21 +251,23 @@ TEST_SUITE("plan/launch_plan") {
       CHECK_FALSE(plan.dynamic_order);
       CHECK(plan.split_slots == 100);
       CHECK(plan.split_steps == 64);
-      // 66 pairs x 2 CTAs x 8 warps of int counts = 4224 bytes; the partials at the next 256.
-      check_region(plan.workspace.split_counts, 0, 4224);
+      // The kernel can claim dynamically, so its counter keeps bytes [0, 8) even in static order;
+      // 66 pairs x 2 CTAs x 8 warps of int counts = 4224 bytes at 16; the partials at the next 256.
+      check_region(plan.workspace.work_counter, 0, 8);
+      check_region(plan.workspace.split_counts, 16, 4224);
       check_region(plan.workspace.split_partials, 4352, 66 * 2 * 2 * 1000);
       CHECK(plan.workspace.bytes == 4352 + 66 * 2 * 2 * 1000);
       CHECK_FALSE(plan.workspace.clear_work_counter);
-      CHECK_FALSE(plan.workspace.work_counter.present());
       TsattnPrefillParams params{};
       fill_launch_params(plan, 0x40000, params);
+      CHECK(params.work_counter == nullptr);  // static order
       CHECK(params.split_slots == 100);
-      CHECK(reinterpret_cast<uintptr_t>(params.split_flags) == 0x40000);
+      CHECK(reinterpret_cast<uintptr_t>(params.split_flags) == 0x40000 + 16);
       CHECK(reinterpret_cast<uintptr_t>(params.split_partials) == 0x40000 + 4352);
     }
     const LaunchPlan off = plan_launch(p, hopper_kernel(), kMultiprocessors, reader({"auto", "off"}));
     CHECK(off.split_slots == 0);
-    CHECK(off.workspace.bytes == 0);
+    CHECK(off.workspace.bytes == 8);  // the counter's bytes only
     // Dynamic order never splits, and does not ask for TSATTN_SPLIT_TAIL.
     const LaunchPlan dynamic = plan_launch(p, hopper_kernel(), kMultiprocessors, reader({"dynamic", ""}));
     CHECK(dynamic.split_slots == 0);

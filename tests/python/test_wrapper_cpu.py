@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import tsattn
-from tsattn import _library, _wrapper
+from tsattn import _library, _views, _wrapper
 
 from support import FP8, REPO, needs_library
 
@@ -46,10 +46,34 @@ def test_exported():
     assert tsattn.BatchPrefillTSWrapper is _wrapper.BatchPrefillTSWrapper
 
 
-def test_struct_layouts_match_ctypes():
-    # run() packs these by hand; the module asserts it at import, this says so in the test report.
-    assert _wrapper._VIEW.size == ctypes.sizeof(_library.TensorView)
-    assert _wrapper._RUN_OPTIONS.size == ctypes.sizeof(_library.RunOptions)
+@pytest.mark.parametrize("structure", [_library.TensorView, _library.PrefillOptions, _library.RunOptions])
+def test_packed_structs_read_back_through_ctypes(structure):
+    # Calls pack these structs with struct.pack_into: every field must land where ctypes (and C) reads it.
+    packer = _views.packer_for(structure)
+    values = [1000 + 7 * i for i in range(len(structure._fields_))]
+    buffer = bytearray(packer.size)
+    packer.pack_into(buffer, 0, *values)
+    read = structure.from_buffer(buffer)
+    for (name, field_type), value in zip(structure._fields_, values):
+        got = getattr(read, name)
+        if issubclass(field_type, ctypes._Pointer):
+            got = ctypes.cast(got, ctypes.c_void_p).value
+        assert got == value, name
+
+
+@pytest.mark.parametrize("make", [lambda: torch.randn(3, 5, 7), lambda: torch.randn(4, 6, 2, 8).transpose(1, 2)])
+def test_view_buffer_writes_what_c_reads(make):
+    tensor = make()
+    views = _views.ViewBuffer(2, _views.packer_for(_library.RunOptions))
+    address = views.put(1, tensor, "q")
+    view = _library.TensorView.from_address(address)
+    assert view.data == tensor.data_ptr() and view.dtype == _views.DTYPE_CODES[tensor.dtype]
+    assert (view.device_type, view.device_id, view.ndim) == (1, 0, tensor.dim())
+    assert [view.shape[i] for i in range(view.ndim)] == list(tensor.shape)
+    if tensor.is_contiguous():
+        assert not view.strides  # NULL: compact row-major
+    else:
+        assert [view.strides[i] for i in range(view.ndim)] == list(tensor.stride())
 
 
 VALID = dict(

@@ -22,7 +22,7 @@ power (an H100/H200 under tensor load runs at its power limit and sets its clock
 
 Cases are named d{D}-{mask}-{dtype}-h{Hq}kv{Hkv}-{shape} (tools/bench/bench_cases.py); --list shows them.
 
-usage: tools/bench/bench.py [--quick | --full] [--cases GLOB,...] [--skip-cases GLOB,...] [--contenders a,b]
+usage: tools/bench/bench.py [--quick | --full | --serving] [--cases GLOB,...] [--skip-cases GLOB,...] [--contenders a,b]
                       [--out DIR] [--reps N] [--budget-s S] [--no-jit | --jit-only] [--no-ceiling] [--list]
 Outputs under --out: bench.json (every figure), bench.md, PNG plots, perf_section.md (for
 docs/PERF.md), readme_section.md; tools/bench/bench_report.py regenerates them from bench.json.
@@ -225,7 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sel = p.add_mutually_exclusive_group()
     sel.add_argument("--quick", action="store_true", help="the smoke set (tools/dev/gpu_check.sh bench)")
-    sel.add_argument("--full", action="store_true", help="the whole product of the axes (about an hour)")
+    sel.add_argument("--full", action="store_true", help="the whole product of the axes (about two hours)")
+    sel.add_argument("--serving", action="store_true", help="batched short prompts, fixed and packed (96 cases)")
     p.add_argument(
         "--cases",
         default="",
@@ -265,6 +266,8 @@ def select_cases(args) -> Tuple[List[bc.Case], List[str]]:
     pats = bc.split_patterns(args.cases)
     if args.full:
         base = bc.full_catalog()
+    elif args.serving:
+        base = bc.serving_cases()
     elif args.quick:
         base = bc.quick_cases()
     elif pats:

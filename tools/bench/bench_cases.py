@@ -3,7 +3,8 @@
 A case is one point of the product
     head dim {128, 256} x mask {dense, causal, win1k, win4k, vwin} x dtype {bf16, fp16, fp8}
     x heads Hq/Hkv {32/32, 32/8, 32/4} (D256 also 16/4 and 16/16)
-    x shape {b1-s1k .. b1-s16k, b4-s4k, chunk-q256-k4k, ragged16}
+    x shape {b1-s1k .. b1-s16k, b4-s4k, chunk-q256-k4k, ragged16, serving batches
+             b16-s512, b8-s1k, b4-s2k, b32-s256 and their packed ragged-* twins}
 named ``d{D}-{mask}-{dtype}-h{Hq}kv{Hkv}-{shape}``, e.g. ``d128-causal-bf16-h32kv8-b1-s8k``.
 
 Masks follow docs/contract.md (per request b, query row i, key j, offset = Sk - Sq):
@@ -37,6 +38,7 @@ HEADS: Dict[int, Tuple[Tuple[int, int], ...]] = {
 }
 PRIMARY_HEADS = (32, 8)  # the default set's head configuration (Llama-3-8B-like)
 SEQ_SWEEP = (1024, 2048, 4096, 8192, 16384)
+SERVING_BATCHES = ((16, 512), (8, 1024), (4, 2048), (32, 256))  # (B, S) of batched short prompts
 # 16 requests of mixed 128..4096 tokens (27,136 in all), Sq == Sk per request
 RAGGED16 = (128, 4096, 512, 2048, 256, 3072, 1024, 768, 4096, 128, 1536, 2560, 640, 3584, 896, 1792)
 VWIN_MIN, VWIN_MAX, VWIN_SEED = 512, 4096, 1234
@@ -80,6 +82,28 @@ for _s in SEQ_SWEEP:
 SHAPES["b4-s4k"] = _fixed(4, 4096, 4096, "b4-s4k")
 SHAPES["chunk-q256-k4k"] = _fixed(1, 256, 4096, "chunk-q256-k4k")
 SHAPES["ragged16"] = Shape("ragged16", RAGGED16, RAGGED16, True)
+
+
+def _around(batch: int, mean: int, seed: int) -> Tuple[int, ...]:
+    """`batch` lengths drawn uniformly in [mean/2, 3*mean/2] from a fixed seed, then moved by one
+    token at a time until they sum to batch * mean (so the FLOPs stay near the fixed shape's)."""
+    g = torch.Generator().manual_seed(seed)
+    lens = [int(x) for x in torch.randint(mean // 2, 3 * mean // 2 + 1, (batch,), generator=g)]
+    i = 0
+    while sum(lens) != batch * mean:
+        lens[i % batch] += 1 if sum(lens) < batch * mean else -1
+        i += 1
+    return tuple(lens)
+
+
+# Serving's batched prompts: fixed [B, S, H, D] and packed batches of the same size and mean length.
+SERVING_SHAPES = set()
+for _b, _s in SERVING_BATCHES:
+    _name = f"b{_b}-s{_kname(_s)}"
+    SHAPES[_name] = _fixed(_b, _s, _s, _name)
+    _lens = _around(_b, _s, seed=_b * 100003 + _s)
+    SHAPES[f"ragged-{_name}"] = Shape(f"ragged-{_name}", _lens, _lens, True)
+    SERVING_SHAPES |= {_name, f"ragged-{_name}"}
 SHAPE_DESCRIPTIONS = {
     "b4-s4k": "B=4, S=4096",
     "chunk-q256-k4k": "chunked prefill: B=1, Sq=256 new tokens after 3840 cached (Sk=4096), bottom-right masks",
@@ -186,7 +210,8 @@ def default_cases() -> List[Case]:
     """Covers every axis in about five minutes on an H200, most important first (a time budget cuts
     the tail): headline S=8K cases, every mask at 8K, every shape, the dtype and head axes at 8K
     (each value at least once per head dim where it matters), then the rest of the sequence sweep
-    (bf16, 32/8, dense and causal, both head dims: the plots)."""
+    (bf16, 32/8, dense and causal, both head dims: the plots). The serving batches have their own
+    set (serving_cases)."""
     hq, hkv = PRIMARY_HEADS
     out: List[Case] = []
 
@@ -233,6 +258,20 @@ def quick_cases() -> List[Case]:
         Case(128, "causal", "bf16", hq, hkv, "ragged16"),
     ]
     return cases
+
+
+def serving_cases() -> List[Case]:
+    """Batched short prompts (--serving): every serving batch, fixed and packed, at D128 32/8 and
+    32/32 and D256 16/4 heads, dense and causal, bf16 and fp16."""
+    heads = [(128, (32, 8)), (128, (32, 32)), (256, (16, 4))]
+    return [
+        Case(d, mask, dtype, hk[0], hk[1], f"{prefix}b{b}-s{_kname(s)}")
+        for prefix in ("", "ragged-")
+        for dtype in ("bf16", "fp16")
+        for d, hk in heads
+        for mask in ("dense", "causal")
+        for b, s in SERVING_BATCHES
+    ]
 
 
 def select(cases: Sequence[Case], patterns: Iterable[str]) -> Tuple[List[Case], List[str]]:

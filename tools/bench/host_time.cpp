@@ -72,6 +72,77 @@ void check(tsattn_status status) {
   if (status != TSATTN_OK) throw tsattn::Error(static_cast<tsattn::ErrorKind>(status), tsattn_last_error_message());
 }
 
+// Empty kernels with a small and a large parameter block (a prefill launch passes its params and
+// four TMA descriptors): the launch cost no library can go below.
+constexpr const char* kEmptyKernels = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry empty_small(.param .u64 p) { ret; }
+.visible .entry empty_large(.param .align 64 .b8 p[1536]) { ret; }
+)";
+
+// The host time of the driver calls a run is made of, each alone, so a run's time can be read
+// as its driver calls plus the library's own work.
+void driver_floor(const Settings& s, CUstream stream, CUdeviceptr scratch) {
+  const tsattn::driver::Api& cu = tsattn::driver::api();
+  CUmodule module = nullptr;
+  tsattn::driver::check(cu.cuModuleLoadData(&module, kEmptyKernels), "cuModuleLoadData (empty kernels)");
+  CUfunction small = nullptr, large = nullptr;
+  tsattn::driver::check(cu.cuModuleGetFunction(&small, module, "empty_small"), "cuModuleGetFunction");
+  tsattn::driver::check(cu.cuModuleGetFunction(&large, module, "empty_large"), "cuModuleGetFunction");
+  alignas(64) unsigned char block[1536] = {};
+  void* small_args[] = {&scratch};
+  void* large_args[] = {block};
+  CUlaunchAttribute cluster{};
+  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim.x = 2;
+  cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = 132;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = 128;
+  config.blockDimY = config.blockDimZ = 1;
+  config.hStream = stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  CUcontext owner = nullptr;
+  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {128, 4096};
+  const cuuint64_t strides[1] = {256};
+  const cuuint32_t box[2] = {64, 64}, element_strides[2] = {1, 1};
+  struct Floor {
+    const char* name;
+    std::function<CUresult()> call;
+  };
+  const std::vector<Floor> floors = {
+      {"cuLaunchKernel, 8-byte params",
+       [&] { return cu.cuLaunchKernel(small, 132, 1, 1, 128, 1, 1, 0, stream, small_args, nullptr); }},
+      {"cuLaunchKernel, 1536-byte params",
+       [&] { return cu.cuLaunchKernel(large, 132, 1, 1, 128, 1, 1, 0, stream, large_args, nullptr); }},
+      {"cuLaunchKernelEx, clusters of 2, 1536 bytes",
+       [&] { return cu.cuLaunchKernelEx(&config, large, large_args, nullptr); }},
+      {"cuMemsetD32Async, 8 bytes", [&] { return cu.cuMemsetD32Async(scratch, 0, 2, stream); }},
+      {"cuStreamGetCtx", [&] { return cu.cuStreamGetCtx(stream, &owner); }},
+      {"cuStreamIsCapturing", [&] { return cu.cuStreamIsCapturing(stream, &capturing); }},
+      {"cuCtxGetCurrent", [&] { return cu.cuCtxGetCurrent(&owner); }},
+      {"cuTensorMapEncodeTiled, 2-D bf16",
+       [&] {
+         return cu.cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, reinterpret_cast<void*>(scratch),
+                                          dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+       }},
+  };
+  std::printf("\ndriver floor (each call alone)\n%-48s %12s %12s\n", "call", "wall us/call", "cpu us/call");
+  for (const Floor& floor : floors) {
+    const Timing t = measure(s, stream, [&](int) { tsattn::driver::check(floor.call(), floor.name); });
+    std::printf("%-48s %12.2f %12.2f\n", floor.name, t.wall_us, t.cpu_us);
+  }
+  tsattn::driver::check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize");
+  cu.cuModuleUnload(module);
+}
+
 int run(const Settings& s) {
   const tsattn::driver::Api& cu = tsattn::driver::api();
   CUdevice device = 0;
@@ -179,6 +250,7 @@ int run(const Settings& s) {
     std::printf("%-48s %12.2f %12.2f\n", variant.name, t.wall_us, t.cpu_us);
   }
   std::printf("kernel: %s\n", tsattn_last_kernel_name());
+  driver_floor(s, stream, q.address());
   cu.cuStreamDestroy(stream);
   return 0;
 }

@@ -43,6 +43,22 @@ def measure(call, batches: int, batch: int):
     return statistics.median(wall), statistics.median(cpu)
 
 
+def profile(name: str, call, batch: int) -> None:
+    """cProfile's view of 20 batches of `call`: where the host time goes, by function."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    for _ in range(20):
+        profiler.enable()
+        for i in range(batch):
+            call(i)
+        profiler.disable()
+        torch.cuda.synchronize()
+    print(f"\n== cProfile: {name} ({20 * batch} calls)")
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=200)
@@ -51,6 +67,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=2)
     parser.add_argument("--heads", type=int, nargs=2, default=(32, 8), metavar=("HQ", "HKV"))
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--profile", action="store_true", help="also print cProfile's top functions per variant")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("run_host_time: no CUDA device", file=sys.stderr)
@@ -101,6 +118,7 @@ def main() -> int:
 
     variants = [
         ("batch_prefill fixed causal", lambda i: tsattn.batch_prefill(q, k, v, mask_type="causal", out=out)),
+        ("batch_prefill fixed causal, out allocated", lambda i: tsattn.batch_prefill(q, k, v, mask_type="causal")),
         (
             "batch_prefill packed, CPU indptrs",
             lambda i: tsattn.batch_prefill(pq, pk, pv, qo_indptr=host, kv_indptr=host, mask_type="causal", out=pout),
@@ -131,6 +149,9 @@ def main() -> int:
         wall, cpu = measure(call, args.batches, args.batch)
         results[name] = {"wall_us": wall, "cpu_us": cpu}
         print(f"{name:56s} {wall:12.2f} {cpu:12.2f}")
+    if args.profile:
+        for name, call in variants:
+            profile(name, call, args.batch)
     print(f"kernel: {tsattn.last_kernel_name()}")
     if args.json:
         with open(args.json, "w") as f:

@@ -34,7 +34,7 @@ def brute_mask(case, b):
 def test_catalog_names_are_unique_and_parse_back():
     full = bc.full_catalog()
     names = [c.name for c in full]
-    assert len(names) == len(set(names)) == 5 * 3 * 3 * 8 + 5 * 3 * 5 * 8
+    assert len(names) == len(set(names)) == 5 * 3 * 3 * 16 + 5 * 3 * 5 * 16
     for c in full[::37]:
         assert bc.parse_name(c.name) == c
     assert bc.parse_name("d128-causal-bf16-h32kv8-b1-s8k") == bc.Case(128, "causal", "bf16", 32, 8, "b1-s8k")
@@ -51,12 +51,13 @@ def test_default_set_covers_every_axis_and_is_in_the_catalog():
     assert {c.head_dim for c in default} == set(bc.HEAD_DIMS)
     assert {c.mask for c in default} == set(bc.MASKS)
     assert {c.dtype for c in default} == set(bc.DTYPES)
-    assert {c.shape_name for c in default} == set(bc.SHAPES)
+    assert {c.shape_name for c in default} == set(bc.SHAPES) - bc.SERVING_SHAPES
+    assert {c.shape_name for c in bc.serving_cases()} == bc.SERVING_SHAPES
     assert {(c.hq, c.hkv) for c in default} == {hk for d in bc.HEAD_DIMS for hk in bc.HEADS[d]}
     for d in bc.HEAD_DIMS:
         assert {c.dtype for c in default if c.head_dim == d} == set(bc.DTYPES)
         assert {c.mask for c in default if c.head_dim == d} == set(bc.MASKS)
-        assert {c.shape_name for c in default if c.head_dim == d} == set(bc.SHAPES)
+        assert {c.shape_name for c in default if c.head_dim == d} == set(bc.SHAPES) - bc.SERVING_SHAPES
         assert len({(c.hq, c.hkv) for c in default if c.head_dim == d}) >= 3
         for mask in ("dense", "causal"):  # the sweep that the plots draw
             assert {

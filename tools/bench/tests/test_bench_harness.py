@@ -306,7 +306,9 @@ def test_select_cases_semantics():
     assert [c.name for c in bench.select_cases(args)[0]] == ["d128-causal-fp8-h32kv8-b1-s8k"]
     args = bench.build_parser().parse_args([])
     assert bench.select_cases(args)[0] == bc.default_cases()
-    assert len(bench.select_cases(bench.build_parser().parse_args(["--full"]))[0]) == 960
+    assert len(bench.select_cases(bench.build_parser().parse_args(["--full"]))[0]) == 1920
+    serving = bench.select_cases(bench.build_parser().parse_args(["--serving"]))[0]
+    assert serving == bc.serving_cases() and len(serving) == len(set(serving)) == 96
     args = bench.build_parser().parse_args(["--out", "x", "--quick"])  # tools/dev/gpu_check.sh's command line
     assert args.quick and args.out == "x" and bench.select_cases(args)[0] == bc.quick_cases()
 
