@@ -47,12 +47,12 @@ REASONS = {
     "sinks": "attention sinks (s_aux)",
     "position_bias": "an additive position bias",
     "argument": "an attention argument tsattn does not know",
-    "device": "tensors that are not on a CUDA device",
+    "device": "tensors not on a CUDA device",
     "dtype": "a dtype other than float16 and bfloat16",
-    "head_dim": "a head dim other than 128 and 256, or q, k and v with different head dims",
-    "heads": "query heads that are not a multiple of the key/value heads",
+    "head_dim": "a head dim other than 128 and 256, or different head dims for q, k and v",
+    "heads": "query heads not a multiple of the key/value heads",
     "window": "a sliding window tsattn's masks cannot express",
-    "mask": "an attention mask that is not causal, sliding-window, padding or packed sequences",
+    "mask": "an attention mask other than causal, sliding-window, padding or packed sequences",
     "causal_shape": "causal attention with more queries than keys",
     "not_implemented": "tsattn raised NotImplementedError",
 }
@@ -66,7 +66,7 @@ class Fallback:
     detail: str = ""
 
     def message(self) -> str:
-        text = f"tsattn cannot run {REASONS[self.reason]}"
+        text = f"tsattn cannot compute this attention: {REASONS[self.reason]}"
         return f"{text} ({self.detail})" if self.detail else text
 
 

@@ -1,0 +1,378 @@
+"""``attn_implementation="tsattn"`` for Hugging Face transformers 5 (docs/transformers.md).
+
+    import tsattn.integrations.transformers as tsattn_hf
+
+    tsattn_hf.register()
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16, attn_implementation="tsattn")
+
+``register()`` adds two functions to transformers' public interfaces, under one name:
+
+* ``attention_forward`` (``AttentionInterface``): every attention layer calls it with q
+  ``[B, Hq, Sq, D]``, k/v ``[B, Hkv, Sk, D]``, the mask below and keyword arguments. It runs one
+  tsattn call (fixed layout, or packed when the batch has padding or packed sequences) and returns
+  ``([B, Sq, Hq, D], None)`` like transformers' SDPA integration. What tsattn cannot compute
+  exactly runs on transformers' own SDPA function (the model's eager function for soft-capping and
+  sinks, which SDPA lacks), with one ``FallbackWarning`` per reason per process.
+* ``make_mask`` (``AttentionMaskInterface``): transformers asks each implementation for the mask
+  its attention function gets. For its plain patterns (causal, sliding window, bidirectional) this
+  is None or a 2-D padding mask, never a ``[B, 1, Sq, Sk]`` one; for anything else it is
+  transformers' full boolean mask, which the attention function runs on tsattn only where it is
+  exactly packed sequences or padding.
+
+The decisions are made by ``_transformers_plan`` (plain torch, tested without transformers);
+this module only speaks transformers. ``import tsattn`` does not import it, and it imports
+transformers only inside ``register()`` and the functions transformers calls.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+from collections import Counter
+from contextlib import contextmanager
+from typing import Callable, NamedTuple, Optional, Sequence
+
+import torch
+
+from . import _transformers_plan as plan_
+
+NAME = "tsattn"
+MIN_TRANSFORMERS = (5, 0)
+
+__all__ = ["FallbackWarning", "NAME", "attention_forward", "make_mask", "register", "reset_stats", "stats"]
+
+
+class FallbackWarning(UserWarning):
+    """A call ran on PyTorch instead of tsattn; warned once per reason per process."""
+
+
+# Tensor keyword arguments that do not change what attention computes (or that the plan reads).
+# Any other tensor argument might (sparse indices, biases), so such a call falls back.
+_KNOWN_TENSOR_ARGUMENTS = frozenset(
+    {
+        "position_ids",
+        "cu_seq_lens_q",
+        "cu_seq_lens_k",
+        "max_length_q",
+        "max_length_k",
+        "seq_idx",
+        "cache_position",
+        "encoder_hidden_states",
+        "num_items_in_batch",
+        "sinks",  # read as attention sinks
+        "position_bias",  # read as an additive bias
+    }
+)
+
+
+class _Backend(NamedTuple):
+    prefill: Callable  # tsattn.batch_prefill's signature
+    devices: Sequence[str]
+    dtypes: Sequence[torch.dtype]
+
+
+_backend: Optional[_Backend] = None  # None: tsattn.batch_prefill on CUDA tensors
+_plans = plan_.PlanCache()
+_counts: Counter = Counter()
+_warned: set = set()
+_lock = threading.Lock()
+
+
+def register(name: str = NAME) -> str:
+    """Registers tsattn's attention and mask functions with transformers under ``name`` (returned),
+    so that ``attn_implementation=name`` selects them. Calling it again is harmless."""
+    try:
+        import transformers
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface
+    except ImportError as e:
+        raise ImportError(
+            "tsattn.integrations.transformers needs transformers 5 (pip install 'tsattn[transformers]')"
+        ) from e
+    found = _version_tuple(transformers.__version__)
+    if found < MIN_TRANSFORMERS:
+        raise ImportError(
+            f"tsattn.integrations.transformers needs transformers >= 5.0, found {transformers.__version__}"
+        )
+    AttentionInterface.register(name, attention_forward)
+    AttentionMaskInterface.register(name, make_mask)
+    return name
+
+
+def stats() -> dict:
+    """How many attention calls ran where since the start (or ``reset_stats()``):
+    ``"tsattn.fixed"``, ``"tsattn.packed"`` and ``"fallback.<reason>"`` (reasons: ``_transformers_plan.REASONS``)."""
+    with _lock:
+        return dict(_counts)
+
+
+def reset_stats() -> None:
+    """Zeroes ``stats()`` and forgets which fallback reasons were warned about."""
+    with _lock:
+        _counts.clear()
+        _warned.clear()
+
+
+# ---------------------------------------------------------------- the attention function
+
+
+def attention_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: Optional[torch.Tensor],
+    dropout: float = 0.0,
+    scaling: Optional[float] = None,
+    sliding_window: Optional[int] = None,
+    softcap: Optional[float] = None,
+    is_causal: Optional[bool] = None,
+    s_aux: Optional[torch.Tensor] = None,
+    **kwargs,
+):
+    """transformers' attention function interface: ``(attn_output [B, Sq, Hq, D], None)``."""
+    # The is_causal argument overrides the module's flag, as in transformers' own integrations.
+    causal = bool(is_causal) if is_causal is not None else bool(getattr(module, "is_causal", True))
+    backend = _backend or _tsattn_backend()
+    sinks = s_aux if s_aux is not None else kwargs.get("sinks")
+    unknown = [k for k, v in kwargs.items() if isinstance(v, torch.Tensor) and k not in _KNOWN_TENSOR_ARGUMENTS]
+    decision = plan_.plan_attention(
+        query,
+        key,
+        value,
+        attention_mask,
+        causal=causal,
+        sliding_window=sliding_window,
+        dropout=dropout,
+        softcap=softcap,
+        sinks=sinks,
+        position_bias=kwargs.get("position_bias"),
+        position_ids=kwargs.get("position_ids"),
+        cu_seq_lens=(kwargs.get("cu_seq_lens_q"), kwargs.get("cu_seq_lens_k")),
+        cross_attention=_is_cross_attention(module),
+        unknown_arguments=unknown,
+        devices=backend.devices,
+        dtypes=backend.dtypes,
+        cache=_plans,
+    )
+    call = dict(
+        module=module,
+        query=query,
+        key=key,
+        value=value,
+        attention_mask=attention_mask,
+        causal=causal,
+        named=dict(dropout=dropout, scaling=scaling, sliding_window=sliding_window, softcap=softcap, s_aux=s_aux),
+        is_causal=is_causal,
+        kwargs=kwargs,
+    )
+    if isinstance(decision, plan_.Fallback):
+        return _fallback(decision, **call)
+    try:
+        out = plan_.run_plan(decision, query, key, value, scaling, backend.prefill)
+    except NotImplementedError as e:  # e.g. a GPU older than tsattn supports
+        return _fallback(plan_.Fallback("not_implemented", str(e)), **call)
+    _count(f"tsattn.{decision.layout}")
+    return out, None
+
+
+def _tsattn_backend() -> _Backend:
+    import tsattn
+
+    return _Backend(tsattn.batch_prefill, ("cuda",), plan_.DTYPES)
+
+
+def _is_cross_attention(module) -> bool:
+    """Whether q and k come from different sequences (so a padding mask says nothing about query rows)."""
+    return bool(getattr(module, "is_cross_attention", False)) or "CrossAttention" in type(module).__name__
+
+
+def _count(what: str) -> None:
+    with _lock:
+        _counts[what] += 1
+
+
+# ---------------------------------------------------------------- the fallback
+
+
+def _fallback(decision, *, module, query, key, value, attention_mask, causal, named, is_causal, kwargs):
+    """Runs the call on PyTorch as transformers would have: its SDPA function, or the model's eager
+    function when the call needs what SDPA does not do (soft-capping, sinks). Both get a mask they
+    understand: transformers' 4-D one when that is what came, else one built from the same rules."""
+    _count(f"fallback.{decision.reason}")
+    _warn_once(decision)
+    eager = named["softcap"] is not None or named["s_aux"] is not None or kwargs.get("sinks") is not None
+    mask = _dense_mask(attention_mask, query, key, causal, named["sliding_window"], module, eager)
+    args = {k: v for k, v in named.items() if v is not None or k in ("dropout", "scaling")}
+    if is_causal is not None:
+        args["is_causal"] = is_causal
+    if eager:
+        fn = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+        if fn is None:
+            raise NotImplementedError(
+                f"{type(module).__name__} needs {plan_.REASONS[decision.reason]}, which neither tsattn nor SDPA "
+                "computes, and its module has no eager_attention_forward to fall back to"
+            )
+        return fn(module, query, key, value, mask, **args, **kwargs)
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    args["is_causal"] = causal
+    return sdpa_attention_forward(module, query, key, value, mask, **args, **kwargs)
+
+
+def _warn_once(decision) -> None:
+    with _lock:
+        if decision.reason in _warned:
+            return
+        _warned.add(decision.reason)
+    warnings.warn(
+        f"{decision.message()}; such calls run on PyTorch's attention instead (warned once per reason)",
+        FallbackWarning,
+        stacklevel=4,
+    )
+
+
+def _dense_mask(attention_mask, query, key, causal, sliding_window, module, additive):
+    """The mask for the fallback: SDPA takes bool ``[B, 1, Sq, Sk]`` (or None where its own
+    ``is_causal`` means the same), the eager functions an additive float mask."""
+    batch, q_len, kv_len = query.shape[0], query.shape[2], key.shape[2]
+    if attention_mask is not None and attention_mask.dim() == 4:
+        dense = attention_mask
+    else:
+        padding = attention_mask
+        if padding is not None and padding.dim() != 2:
+            raise ValueError(f"an attention mask of shape {list(padding.shape)} is neither 2-D nor 4-D")
+        width = kv_len if padding is None else min(padding.shape[1], kv_len)
+        if padding is not None:
+            padding = padding[:, padding.shape[1] - width :]
+        plain = padding is None and sliding_window is None and (not causal or q_len in (1, kv_len))
+        if plain and not (additive and causal and q_len > 1):
+            return None  # SDPA's is_causal (or no mask at all) computes exactly this
+        aligned = causal or (not _is_cross_attention(module) and q_len == kv_len)
+        dense = plan_.reference_visibility(
+            batch,
+            q_len,
+            kv_len,
+            causal=causal,
+            sliding_window=sliding_window,
+            padding=padding,
+            q_offset=width - q_len if aligned else 0,
+            device=query.device,
+        ).unsqueeze(1)
+    if additive and dense.dtype == torch.bool:
+        blocked = torch.full((), torch.finfo(query.dtype).min, dtype=query.dtype, device=dense.device)
+        dense = torch.where(dense, torch.zeros((), dtype=query.dtype, device=dense.device), blocked)
+    return dense
+
+
+# ---------------------------------------------------------------- the mask function
+
+
+def make_mask(
+    batch_size: int,
+    q_length: int,
+    kv_length: int,
+    q_offset=0,
+    kv_offset=0,
+    mask_function: Optional[Callable] = None,
+    attention_mask: Optional[torch.Tensor] = None,
+    **kwargs,
+):
+    """transformers' mask interface: what ``attention_forward`` gets as its mask.
+
+    Queries sit at positions ``q_offset ..``, keys at ``kv_offset ..`` (a cache may hold more keys
+    than it has filled, or only a window of them); ``attention_mask`` is the 2-D padding mask over
+    positions. For transformers' plain patterns this returns None (every key a real token) or
+    bool ``[B, L]``: key row j is a real token, key rows from L on are not attended, and for
+    causal attention the queries are the last ``q_length`` of the L positions. Anything else
+    (custom overlays, packed sequences, chunked attention, ...) gets transformers' own full
+    boolean mask.
+    """
+    from transformers import masking_utils
+
+    device = kwargs.get("device", "cpu")
+    if mask_function is None:
+        mask_function = masking_utils.causal_mask_function
+    kind = _pattern(mask_function, masking_utils)
+    if kind is not None:
+        q_off, kv_off = int(q_offset), int(kv_offset)
+        if kind == "causal":
+            width = q_off + q_length - kv_off  # keys up to the last query's position
+            plain = kv_off <= q_off and width <= kv_length
+        else:
+            width, plain = kv_length, True
+        if plain:
+            return plan_.key_padding(attention_mask, kv_off, width, kv_length, batch_size, device)
+    return masking_utils.sdpa_mask(
+        batch_size=batch_size,
+        q_length=q_length,
+        kv_length=kv_length,
+        q_offset=q_offset,
+        kv_offset=kv_offset,
+        mask_function=mask_function,
+        attention_mask=attention_mask,
+        allow_is_causal_skip=False,
+        allow_is_bidirectional_skip=False,
+        use_vmap=kwargs.get("use_vmap", False),
+        device=device,
+    )
+
+
+_probes = {}
+
+
+def _pattern(mask_function, masking_utils) -> Optional[str]:
+    """ "causal" or "bidirectional" when ``mask_function`` is exactly one of transformers' own plain
+    patterns, with or without its sliding-window overlay (the window itself comes to the attention
+    function as ``sliding_window``); None for anything else. Recognized by identity and code
+    object, never by name, so another function is never mistaken for one of these."""
+    if mask_function is masking_utils.causal_mask_function:
+        return "causal"
+    if mask_function is masking_utils.bidirectional_mask_function:
+        return "bidirectional"
+    if not _probes:
+        _probes["and"] = masking_utils.and_masks(masking_utils.causal_mask_function).__code__
+        _probes["causal_window"] = masking_utils.sliding_window_overlay(1).__code__
+        overlay = getattr(masking_utils, "sliding_window_bidirectional_overlay", None)
+        _probes["bidirectional_window"] = overlay(1).__code__ if overlay is not None else None
+    if getattr(mask_function, "__code__", None) is not _probes["and"] or not mask_function.__closure__:
+        return None
+    cells = dict(zip(mask_function.__code__.co_freevars, (c.cell_contents for c in mask_function.__closure__)))
+    parts = cells.get("mask_functions")
+    if not isinstance(parts, tuple) or len(parts) != 2:
+        return None
+    overlay, base = parts
+    code = getattr(overlay, "__code__", None)
+    if base is masking_utils.causal_mask_function and code is _probes["causal_window"]:
+        return "causal"
+    if (
+        base is masking_utils.bidirectional_mask_function
+        and code is not None
+        and code is _probes["bidirectional_window"]
+    ):
+        return "bidirectional"
+    return None
+
+
+# ---------------------------------------------------------------- tests
+
+
+@contextmanager
+def _use_backend(prefill: Callable, devices: Sequence[str], dtypes: Sequence[torch.dtype]):
+    """Runs the plans through ``prefill`` (tsattn.batch_prefill's signature) on ``devices`` and
+    ``dtypes`` instead: the CPU tests put an fp32 reference of batch_prefill here."""
+    global _backend
+    previous, _backend = _backend, _Backend(prefill, tuple(devices), tuple(dtypes))
+    try:
+        yield
+    finally:
+        _backend = previous
+
+
+def _version_tuple(text: str):
+    parts = []
+    for piece in text.split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
