@@ -139,6 +139,15 @@ def test_fixed_and_padded_batches(name):
         assert ran_on_tsattn() == {"tsattn.packed": model.config.num_hidden_layers}
 
 
+def test_inference_mode():
+    """Masks made under torch.inference_mode have no version counter; plans are still cached per mask."""
+    model = tm.build("mistral", window=W)
+    ids, mask = tm.padded_batch(3, 13, "left")
+    with torch.inference_mode():
+        compare(model, "sdpa", valid=mask.bool(), input_ids=ids, attention_mask=mask)
+    assert ran_on_tsattn() == {"tsattn.packed": 2}
+
+
 @pytest.mark.parametrize("name", ["llama", "mistral", "gemma3"])
 @pytest.mark.parametrize("cache", ["dynamic", "static"])
 @pytest.mark.parametrize("side", ["left", "none"])
