@@ -10,8 +10,8 @@ cd "$repo"
 bash tools/dev/check_format.sh
 ctest --test-dir "$repo/build" --output-on-failure -j "$(nproc)"
 # The Python tests import the package from python/ and load build/libtsattn.so; they need torch
-# (PyPI's default wheel), pytest and numpy.
-python3 -m pip install --quiet --disable-pip-version-check torch pytest numpy
+# (PyPI's default wheel), pytest and numpy, and transformers 5 for the integration's tests.
+python3 -m pip install --quiet --disable-pip-version-check torch pytest numpy 'transformers>=5,<6'
 python3 -m pytest -q -rs tests/python tools/bench/tests tools/profile/tests tools/dev/tests
 # A new user's path: the wheel, installed where no CUDA toolkit is visible, compiling through pip's NVRTC.
 bash tests/packaging/wheel_without_toolkit.sh "$(mktemp -d)"
