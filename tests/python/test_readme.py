@@ -2,6 +2,7 @@
 C and C++ blocks built as a downstream CMake project (README's cmake block) against `cmake
 --install` of this checkout's build tree, then run on a GPU."""
 
+import importlib.util
 import os
 import re
 import shutil
@@ -27,16 +28,35 @@ def test_readme_has_one_example_of_each_kind():
     assert "main.cpp" in cmake and "main.c" in cmake and "tsattn::tsattn" in cmake
 
 
-@needs_cuda
-def test_python_examples_run(tmp_path):
+def _uses_transformers(block: str) -> bool:
+    return "tsattn.integrations.transformers" in block
+
+
+def _run_python(tmp_path, blocks):
     script = tmp_path / "readme_examples.py"
-    script.write_text("\n".join(readme_blocks("python")))
+    script.write_text("\n".join(blocks))
     env = dict(os.environ)
     if os.environ.get("TSATTN_TEST_INSTALLED") != "1":
         env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), env.get("PYTHONPATH", "")])
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+@needs_cuda
+def test_python_examples_run(tmp_path):
+    r = _run_python(tmp_path, [b for b in readme_blocks("python") if not _uses_transformers(b)])
     assert r.stdout.startswith("prefill.")
+
+
+@needs_cuda
+def test_transformers_example_runs(tmp_path):
+    """The transformers example (its own block: it imports what it uses) where transformers is installed."""
+    blocks = [b for b in readme_blocks("python") if _uses_transformers(b)]
+    assert len(blocks) == 1
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("skipped: transformers is not installed (pip install 'tsattn[transformers]')")
+    _run_python(tmp_path, blocks)
 
 
 @pytest.fixture(scope="module")
