@@ -19,6 +19,9 @@ from tsattn.integrations import _transformers_plan as tp  # noqa: E402
 from tsattn.integrations import transformers as hf  # noqa: E402
 from transformers import masking_utils as mu  # noqa: E402
 
+# The fallback warnings these tests cause on purpose; the tests of the warnings record them.
+pytestmark = pytest.mark.filterwarnings("ignore::tsattn.integrations.transformers.FallbackWarning")
+
 W = 5  # sliding windows shorter than the sequences below, so that they bind
 TOL = dict(rtol=1e-4, atol=1e-4)
 

@@ -156,25 +156,17 @@ def attention_forward(
         dtypes=backend.dtypes,
         cache=_plans,
     )
-    call = dict(
-        module=module,
-        query=query,
-        key=key,
-        value=value,
-        attention_mask=attention_mask,
-        causal=causal,
-        named=dict(dropout=dropout, scaling=scaling, sliding_window=sliding_window, softcap=softcap, s_aux=s_aux),
-        is_causal=is_causal,
-        kwargs=kwargs,
-    )
-    if isinstance(decision, plan_.Fallback):
-        return _fallback(decision, **call)
-    try:
-        out = plan_.run_plan(decision, query, key, value, scaling, backend.prefill)
-    except NotImplementedError as e:  # e.g. a GPU older than tsattn supports
-        return _fallback(plan_.Fallback("not_implemented", str(e)), **call)
-    _count(f"tsattn.{decision.layout}")
-    return out, None
+    if not isinstance(decision, plan_.Fallback):
+        try:
+            out = plan_.run_plan(decision, query, key, value, scaling, backend.prefill)
+            _count(f"tsattn.{decision.layout}")
+            return out, None
+        except NotImplementedError as e:  # e.g. a GPU older than tsattn supports
+            decision = plan_.Fallback("not_implemented", str(e))
+    # What the model passed, to pass on as it came.
+    named = dict(dropout=dropout, scaling=scaling, sliding_window=sliding_window, softcap=softcap, s_aux=s_aux)
+    named["is_causal"] = is_causal
+    return _fallback(decision, module, query, key, value, attention_mask, causal, named, kwargs)
 
 
 def _tsattn_backend() -> _Backend:
@@ -196,7 +188,7 @@ def _count(what: str) -> None:
 # ---------------------------------------------------------------- the fallback
 
 
-def _fallback(decision, *, module, query, key, value, attention_mask, causal, named, is_causal, kwargs):
+def _fallback(decision, module, query, key, value, attention_mask, causal, named, kwargs):
     """Runs the call on PyTorch as transformers would have: its SDPA function, or the model's eager
     function when the call needs what SDPA does not do (soft-capping, sinks). Both get a mask they
     understand: transformers' 4-D one when that is what came, else one built from the same rules."""
@@ -204,9 +196,8 @@ def _fallback(decision, *, module, query, key, value, attention_mask, causal, na
     _warn_once(decision)
     eager = named["softcap"] is not None or named["s_aux"] is not None or kwargs.get("sinks") is not None
     mask = _dense_mask(attention_mask, query, key, causal, named["sliding_window"], module, eager)
+    # What the model passed, as it passed it (None-valued optional arguments were not passed).
     args = {k: v for k, v in named.items() if v is not None or k in ("dropout", "scaling")}
-    if is_causal is not None:
-        args["is_causal"] = is_causal
     if eager:
         fn = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
         if fn is None:
