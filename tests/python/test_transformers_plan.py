@@ -322,6 +322,8 @@ def test_each_fallback_reason():
     assert reason(sliding_window=1) == "window"
     assert reason(sliding_window=0) == "window"
     assert reason(q, k[:, :, :3], v[:, :, :3], None) == "causal_shape"  # Sq > Sk
+    cu_q, cu_k = torch.tensor([0, 3, 5], dtype=torch.int32), torch.tensor([0, 2, 5], dtype=torch.int32)
+    assert reason(cu_seq_lens=(cu_q, cu_k)) == "causal_shape"  # a request with Sq > Sk
     cross_q = torch.randn(1, 4, 4, D)
     assert reason(cross_q, k, v, None, causal=False, sliding_window=3, cross_attention=True) == "window"
     assert reason(q, k, v, torch.ones(1, 1, 1, 5, 5, dtype=torch.bool)) == "mask"  # 5-D

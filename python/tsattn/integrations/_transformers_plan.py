@@ -298,6 +298,8 @@ def _mask_of(causal: bool, window_left: int, half_width: Optional[int], max_kv_l
 
 def _packed_plan(req: Requests, causal: bool, window_left: int, half_width: Optional[int]) -> Union[Plan, Fallback]:
     packed = pack(req)
+    if causal and bool((packed.qo_indptr.diff() > packed.kv_indptr.diff()).any()):
+        return Fallback("causal_shape", "a request with more queries than keys")
     if (window_left >= 1 or half_width is not None) and not packed.keys_consecutive:
         # tsattn counts a window in packed rows, transformers in positions: the same only when each
         # request's keys are consecutive positions (left or right padding, not holes inside a row).
