@@ -56,9 +56,14 @@ def ran_on_tsattn():
 
 
 def test_register_adds_both_interfaces():
-    assert hf.register() == "tsattn" and hf.register() == "tsattn"  # twice is fine
-    assert transformers.AttentionInterface._global_mapping["tsattn"] is hf.attention_forward
-    assert mu.AttentionMaskInterface._global_mapping["tsattn"] is hf.make_mask
+    assert hf.register() == "tsattn"
+    attention = transformers.AttentionInterface._global_mapping["tsattn"]
+    mask = mu.AttentionMaskInterface._global_mapping["tsattn"]
+    assert hf.register() == "tsattn"  # twice is fine: the same functions
+    assert transformers.AttentionInterface._global_mapping["tsattn"] is attention
+    assert mu.AttentionMaskInterface._global_mapping["tsattn"] is mask
+    # excluded from torch.compile's tracing, around tsattn's own functions
+    assert attention.__wrapped__ is hf.attention_forward and mask.__wrapped__ is hf.make_mask
 
 
 def _geometries():

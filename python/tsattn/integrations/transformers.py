@@ -95,9 +95,23 @@ def register(name: str = NAME) -> str:
         raise ImportError(
             f"tsattn.integrations.transformers needs transformers >= 5.0, found {transformers.__version__}"
         )
-    AttentionInterface.register(name, attention_forward)
-    AttentionMaskInterface.register(name, make_mask)
+    # Both run eagerly even inside a compiled model (generate() compiles the decoding forward
+    # for static caches on CUDA): planning reads masks on the host, which tracing cannot follow,
+    # and a traced tsattn call with host indptrs could not be captured in a CUDA graph.
+    AttentionInterface.register(name, _eager(attention_forward))
+    AttentionMaskInterface.register(name, _eager(make_mask))
     return name
+
+
+_eager_wrappers = {}
+
+
+def _eager(fn):
+    """``fn`` excluded from torch.compile's tracing (one wrapper per function, so that registering
+    again registers the same object)."""
+    if fn not in _eager_wrappers:
+        _eager_wrappers[fn] = torch.compiler.disable(fn)
+    return _eager_wrappers[fn]
 
 
 def stats() -> dict:
