@@ -248,18 +248,18 @@ def test_what_sdpa_lacks_runs_on_the_models_eager_attention(name, reason):
     assert len(fallback_warnings(caught)) == 1, "one warning per reason"
 
 
-def test_fallbacks_on_a_llama(monkeypatch):
+def test_fallbacks_on_a_llama():
     ids, mask = tm.padded_batch(2, 9, "left")
     cases = [
-        ("head_dim", tm.build("llama", window=W, head_dim=64), {}),
-        ("dtype", tm.build("llama", window=W, dtype=torch.float64), {}),
+        ("head_dim", tm.build("llama", window=W, head_dim=64)),
+        ("dtype", tm.build("llama", window=W, dtype=torch.float64)),
     ]
-    for reason, model, kw in cases:
+    for reason, model in cases:
         hf.reset_stats()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            for _ in range(2):
-                compare(model, "sdpa", valid=mask.bool(), input_ids=ids, attention_mask=mask, **kw)
+            for _ in range(2):  # two forwards, one warning
+                compare(model, "sdpa", valid=mask.bool(), input_ids=ids, attention_mask=mask)
         assert hf.stats() == {f"fallback.{reason}": 4}, reason
         warned = fallback_warnings(caught)
         assert len(warned) == 1 and tp.REASONS[reason] in str(warned[0].message), [str(w.message) for w in warned]
