@@ -81,7 +81,7 @@ def _geometries():
 @pytest.mark.parametrize("pattern", ["causal", "sliding", "bidirectional", "bidirectional_sliding"])
 def test_mask_function_means_what_transformers_masks_mean(pattern):
     """For transformers' plain patterns make_mask returns None or a 2-D key mask whose meaning
-    (reference_visibility, with the layer's sliding_window) is exactly transformers' SDPA mask."""
+    (reference_visibility, with the window the mask carries) is exactly transformers' SDPA mask."""
     functions = {
         "causal": (mu.causal_mask_function, True, None),
         "sliding": (mu.sliding_window_causal_mask_function(W), True, W),
@@ -89,7 +89,7 @@ def test_mask_function_means_what_transformers_masks_mean(pattern):
         # the layer gets sliding_window = W + 1 for a mask of |i - j| <= W (ModernBERT, FA's reading)
         "bidirectional_sliding": (mu.sliding_window_bidirectional_mask_function(W), False, W + 1),
     }
-    fn, causal, layer_window = functions[pattern]
+    fn, causal, _ = functions[pattern]
     gen = torch.Generator().manual_seed(3)
     for q_len, kv_len, q_offset, kv_offset, positions in _geometries():
         if not causal and (q_offset, kv_offset, q_len) != (0, 0, kv_len):
@@ -105,12 +105,14 @@ def test_mask_function_means_what_transformers_masks_mean(pattern):
             got = hf.make_mask(**args)
             assert got is None or (got.dim() == 2 and got.dtype == torch.bool)
             width = kv_len if got is None else got.shape[1]
+            # the window rides on the mask where it cuts (the layer's sliding_window convention)
+            window = None if got is None else getattr(got, hf.WINDOW_ATTRIBUTE, None)
             meaning = tp.reference_visibility(
                 3,
                 q_len,
                 kv_len,
                 causal=causal,
-                sliding_window=layer_window,
+                sliding_window=window,
                 padding=got,
                 q_offset=width - q_len if causal else 0,
             )
@@ -145,6 +147,19 @@ def test_fixed_and_padded_batches(name):
         ids, mask = tm.padded_batch(3, 13, side)
         compare(model, "sdpa", valid=mask.bool(), input_ids=ids, attention_mask=mask)
         assert ran_on_tsattn() == {"tsattn.packed": model.config.num_hidden_layers}
+
+
+def test_a_window_only_the_mask_knows():
+    """Qwen2-MoE builds sliding-window masks but does not pass sliding_window to the attention
+    function; the window rides on the mask."""
+    model = tm.build("qwen2_moe", window=W)
+    assert model.config.layer_types[0] == "sliding_attention"
+    for side in ("none", "left"):
+        ids, mask = tm.padded_batch(3, 13, "left")
+        mask = torch.ones_like(mask) if side == "none" else mask
+        hf.reset_stats()
+        compare(model, "sdpa", valid=mask.bool(), input_ids=ids, attention_mask=mask)
+        assert sum(ran_on_tsattn().values()) == 2
 
 
 def test_inference_mode():

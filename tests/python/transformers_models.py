@@ -30,6 +30,22 @@ MODELS = {
             layer_types=["sliding_attention", "full_attention"],
         ),
     ),
+    # sliding-window masks on some layers, but no sliding_window argument to the attention function
+    "qwen2_moe": (
+        "Qwen2MoeConfig",
+        "AutoModelForCausalLM",
+        dict(
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            use_sliding_window=True,
+            sliding_window="W",
+            max_window_layers=2,
+            num_experts=2,
+            num_experts_per_tok=1,
+            moe_intermediate_size=128,
+            shared_expert_intermediate_size=128,
+        ),
+    ),
     # a bidirectional encoder, head dim 128
     "bert": ("BertConfig", "AutoModel", dict(num_attention_heads=2)),
     # a bidirectional encoder with local (sliding) and global layers

@@ -148,6 +148,10 @@ def attention_forward(
     """transformers' attention function interface: ``(attn_output [B, Sq, Hq, D], None)``."""
     # The is_causal argument overrides the module's flag, as in transformers' own integrations.
     causal = bool(is_causal) if is_causal is not None else bool(getattr(module, "is_causal", True))
+    # The mask's own window is what SDPA would apply: it wins over the argument (see WINDOW_ATTRIBUTE).
+    layer_window = sliding_window
+    if attention_mask is not None:
+        layer_window = getattr(attention_mask, WINDOW_ATTRIBUTE, sliding_window)
     backend = _backend or _tsattn_backend()
     sinks = s_aux if s_aux is not None else kwargs.get("sinks")
     unknown = [k for k, v in kwargs.items() if isinstance(v, torch.Tensor) and k not in _KNOWN_TENSOR_ARGUMENTS]
@@ -157,7 +161,7 @@ def attention_forward(
         value,
         attention_mask,
         causal=causal,
-        sliding_window=sliding_window,
+        sliding_window=layer_window,
         dropout=dropout,
         softcap=softcap,
         sinks=sinks,
@@ -180,7 +184,7 @@ def attention_forward(
     # What the model passed, to pass on as it came.
     named = dict(dropout=dropout, scaling=scaling, sliding_window=sliding_window, softcap=softcap, s_aux=s_aux)
     named["is_causal"] = is_causal
-    return _fallback(decision, module, query, key, value, attention_mask, causal, named, kwargs)
+    return _fallback(decision, module, query, key, value, attention_mask, causal, layer_window, named, kwargs)
 
 
 def _tsattn_backend() -> _Backend:
@@ -202,14 +206,14 @@ def _count(what: str) -> None:
 # ---------------------------------------------------------------- the fallback
 
 
-def _fallback(decision, module, query, key, value, attention_mask, causal, named, kwargs):
+def _fallback(decision, module, query, key, value, attention_mask, causal, window, named, kwargs):
     """Runs the call on PyTorch as transformers would have: its SDPA function, or the model's eager
     function when the call needs what SDPA does not do (soft-capping, sinks). Both get a mask they
     understand: transformers' 4-D one when that is what came, else one built from the same rules."""
     _count(f"fallback.{decision.reason}")
     _warn_once(decision)
     eager = named["softcap"] is not None or named["s_aux"] is not None or kwargs.get("sinks") is not None
-    mask = _dense_mask(attention_mask, query, key, causal, named["sliding_window"], module, eager)
+    mask = _dense_mask(attention_mask, query, key, causal, window, module, eager)
     # What the model passed, as it passed it (None-valued optional arguments were not passed).
     args = {k: v for k, v in named.items() if v is not None or k in ("dropout", "scaling")}
     if eager:
@@ -274,6 +278,13 @@ def _dense_mask(attention_mask, query, key, causal, sliding_window, module, addi
 # ---------------------------------------------------------------- the mask function
 
 
+# The attribute of a mask from make_mask that carries its pattern's sliding window, as the
+# ``sliding_window`` a layer passes (causal: W; bidirectional: half-width + 1). Some models build
+# windowed masks without passing ``sliding_window`` to the attention function (SDPA reads the
+# window from the mask), so the attention function takes the window from the mask when it has one.
+WINDOW_ATTRIBUTE = "_tsattn_sliding_window"
+
+
 def make_mask(
     batch_size: int,
     q_length: int,
@@ -288,27 +299,36 @@ def make_mask(
 
     Queries sit at positions ``q_offset ..``, keys at ``kv_offset ..`` (a cache may hold more keys
     than it has filled, or only a window of them); ``attention_mask`` is the 2-D padding mask over
-    positions. For transformers' plain patterns this returns None (every key a real token) or
-    bool ``[B, L]``: key row j is a real token, key rows from L on are not attended, and for
-    causal attention the queries are the last ``q_length`` of the L positions. Anything else
-    (custom overlays, packed sequences, chunked attention, ...) gets transformers' own full
-    boolean mask.
+    positions. For transformers' plain patterns this returns None (every key a real token, no
+    window that cuts) or bool ``[B, L]``: key row j is a real token, key rows from L on are not
+    attended, and for causal attention the queries are the last ``q_length`` of the L positions;
+    a window that cuts rides along as ``WINDOW_ATTRIBUTE``. Anything else (custom overlays, packed
+    sequences, chunked attention, ...) gets transformers' own full boolean mask.
     """
     from transformers import masking_utils
 
     device = kwargs.get("device", "cpu")
     if mask_function is None:
         mask_function = masking_utils.causal_mask_function
-    kind = _pattern(mask_function, masking_utils)
-    if kind is not None:
+    pattern = _pattern(mask_function, masking_utils)
+    if pattern is not None:
+        kind, window = pattern
         q_off, kv_off = int(q_offset), int(kv_offset)
         if kind == "causal":
             width = q_off + q_length - kv_off  # keys up to the last query's position
             plain = kv_off <= q_off and width <= kv_length
+            # the farthest key a query could see is width - 1 positions back
+            layer_window = window if window is not None and width - 1 >= window else None
         else:
             width, plain = kv_length, True
+            layer_window = window + 1 if window is not None and kv_length - 1 > window else None
         if plain:
-            return plan_.key_padding(attention_mask, kv_off, width, kv_length, batch_size, device)
+            mask = plan_.key_padding(attention_mask, kv_off, width, kv_length, batch_size, device)
+            if layer_window is not None:
+                if mask is None:
+                    mask = torch.ones(batch_size, width, dtype=torch.bool, device=device)
+                setattr(mask, WINDOW_ATTRIBUTE, layer_window)
+            return mask
     return masking_utils.sdpa_mask(
         batch_size=batch_size,
         q_length=q_length,
@@ -327,37 +347,50 @@ def make_mask(
 _probes = {}
 
 
-def _pattern(mask_function, masking_utils) -> Optional[str]:
-    """ "causal" or "bidirectional" when ``mask_function`` is exactly one of transformers' own plain
-    patterns, with or without its sliding-window overlay (the window itself comes to the attention
-    function as ``sliding_window``); None for anything else. Recognized by identity and code
-    object, never by name, so another function is never mistaken for one of these."""
+def _pattern(mask_function, masking_utils):
+    """``(kind, window)`` when ``mask_function`` is exactly one of transformers' own plain patterns:
+    kind "causal" or "bidirectional", window the ``sliding_window`` of its window overlay (causal:
+    ``p - W < k <= p``; bidirectional: ``|p - k| <= W``) or None. None for anything else.
+    Recognized by identity and code object, never by name, so that no other function is taken
+    for one of these."""
     if mask_function is masking_utils.causal_mask_function:
-        return "causal"
+        return "causal", None
     if mask_function is masking_utils.bidirectional_mask_function:
-        return "bidirectional"
+        return "bidirectional", None
     if not _probes:
         _probes["and"] = masking_utils.and_masks(masking_utils.causal_mask_function).__code__
         _probes["causal_window"] = masking_utils.sliding_window_overlay(1).__code__
         overlay = getattr(masking_utils, "sliding_window_bidirectional_overlay", None)
         _probes["bidirectional_window"] = overlay(1).__code__ if overlay is not None else None
-    if getattr(mask_function, "__code__", None) is not _probes["and"] or not mask_function.__closure__:
-        return None
-    cells = dict(zip(mask_function.__code__.co_freevars, (c.cell_contents for c in mask_function.__closure__)))
-    parts = cells.get("mask_functions")
-    if not isinstance(parts, tuple) or len(parts) != 2:
+    parts = _closure(mask_function).get("mask_functions")
+    if (
+        getattr(mask_function, "__code__", None) is not _probes["and"]
+        or not isinstance(parts, tuple)
+        or len(parts) != 2
+    ):
         return None
     overlay, base = parts
     code = getattr(overlay, "__code__", None)
+    window = _closure(overlay).get("sliding_window")
+    if not isinstance(window, int) or isinstance(window, bool):
+        return None
     if base is masking_utils.causal_mask_function and code is _probes["causal_window"]:
-        return "causal"
+        return "causal", window
     if (
         base is masking_utils.bidirectional_mask_function
         and code is not None
         and code is _probes["bidirectional_window"]
     ):
-        return "bidirectional"
+        return "bidirectional", window
     return None
+
+
+def _closure(fn) -> dict:
+    """The variables a function closes over, by name."""
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None)
+    if code is None or not cells:
+        return {}
+    return dict(zip(code.co_freevars, (c.cell_contents for c in cells)))
 
 
 # ---------------------------------------------------------------- tests
