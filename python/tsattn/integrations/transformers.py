@@ -246,12 +246,10 @@ def _dense_mask(attention_mask, query, key, causal, sliding_window, module, addi
     """The mask for the fallback: SDPA takes bool ``[B, 1, Sq, Sk]`` (or None where its own
     ``is_causal`` means the same), the eager functions an additive float mask."""
     batch, q_len, kv_len = query.shape[0], query.shape[2], key.shape[2]
-    if attention_mask is not None and attention_mask.dim() == 4:
-        dense = attention_mask
+    if attention_mask is not None and attention_mask.dim() != 2:
+        dense = attention_mask  # transformers' own (or the caller's) mask, as SDPA would get it
     else:
         padding = attention_mask
-        if padding is not None and padding.dim() != 2:
-            raise ValueError(f"an attention mask of shape {list(padding.shape)} is neither 2-D nor 4-D")
         width = kv_len if padding is None else min(padding.shape[1], kv_len)
         if padding is not None:
             padding = padding[:, padding.shape[1] - width :]
