@@ -598,7 +598,8 @@ def run_plan(
     tensors (no copy); the packed layout gathers the requests' rows (one copy each)."""
     # tsattn needs the head dim contiguous; transformers' projections always give that.
     query, key, value = (t if t.stride(-1) == 1 else t.contiguous() for t in (query, key, value))
-    options = {"mask_type": plan.mask_type, "sm_scale": scaling}
+    # A scalar tensor or numpy scale (some models keep one) is a plain float to tsattn.
+    options = {"mask_type": plan.mask_type, "sm_scale": None if scaling is None else float(scaling)}
     if plan.window_left >= 1:
         options["window_left"] = plan.window_left
     batch, q_len = query.shape[0], query.shape[2]
