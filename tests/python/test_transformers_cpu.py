@@ -162,6 +162,16 @@ def test_a_window_only_the_mask_knows():
         assert sum(ran_on_tsattn().values()) == 2
 
 
+def test_cross_attention_computes_every_query_row():
+    """BART's one attention class serves the encoder, the decoder and the cross-attention; with a
+    decoder as long as the padded encoder, a padding mask of the keys must not drop decoder rows."""
+    model = tm.build("bart", window=W)
+    ids, mask = tm.padded_batch(3, 10, "right")
+    decoder_ids, _ = tm.padded_batch(3, 10, "left", seed=2)
+    compare(model, "sdpa", input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids)
+    assert ran_on_tsattn() == {"tsattn.packed": 4, "tsattn.fixed": 2}  # encoder and cross: packed
+
+
 def test_inference_mode():
     """Masks made under torch.inference_mode have no version counter; plans are still cached per mask."""
     model = tm.build("mistral", window=W)

@@ -63,6 +63,23 @@ MODELS = {
             sep_token_id=2,
         ),
     ),
+    # an encoder-decoder: one attention class for encoder, decoder and cross-attention
+    "bart": (
+        "BartConfig",
+        "AutoModel",
+        dict(
+            d_model=256,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_ffn_dim=256,
+            decoder_ffn_dim=256,
+            bos_token_id=1,
+            eos_token_id=2,
+            decoder_start_token_id=2,
+        ),
+    ),
     # logit soft-capping: falls back to the model's eager attention
     "gemma2": (
         "Gemma2Config",
@@ -94,7 +111,7 @@ def config(name: str, window: int, **overrides):
         pad_token_id=0,
         head_dim=128,
     )
-    if name in ("bert", "modernbert"):
+    if name in ("bert", "modernbert", "bart"):
         del args["head_dim"]  # hidden_size / heads = 128
     for k, v in arguments.items():
         args[k] = {"W": window, "2W": 2 * window}.get(v, v) if isinstance(v, str) else v

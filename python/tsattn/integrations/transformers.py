@@ -194,8 +194,13 @@ def _tsattn_backend() -> _Backend:
 
 
 def _is_cross_attention(module) -> bool:
-    """Whether q and k come from different sequences (so a padding mask says nothing about query rows)."""
-    return bool(getattr(module, "is_cross_attention", False)) or "CrossAttention" in type(module).__name__
+    """Whether q and k may come from different sequences, so that a padding mask of the keys says
+    nothing about the query rows (they are all computed then). Cross-attention modules say so by
+    an attribute or their class name; in encoder-decoder models (BART, T5, Whisper, ...) one class
+    often serves both kinds, so every bidirectional call of theirs counts as cross-attention."""
+    if getattr(module, "is_cross_attention", False) or "CrossAttention" in type(module).__name__:
+        return True
+    return bool(getattr(getattr(module, "config", None), "is_encoder_decoder", False))
 
 
 def _count(what: str) -> None:
