@@ -243,8 +243,20 @@ def _warn_once(decision) -> None:
     warnings.warn(
         f"{decision.message()}; such calls run on PyTorch's attention instead (warned once per reason)",
         FallbackWarning,
-        stacklevel=4,
+        stacklevel=_outside_stacklevel(),
     )
+
+
+def _outside_stacklevel() -> int:
+    """The stacklevel, for a warning issued here, of the first caller outside tsattn and torch
+    (the model's attention layer; torch.compiler.disable's wrapper sits in between)."""
+    import os
+
+    skip = tuple(os.path.dirname(m.__file__) + os.sep for m in (sys.modules["tsattn"], torch))
+    level, frame = 1, sys._getframe(1)  # level 1: the function that calls warnings.warn
+    while frame is not None and frame.f_code.co_filename.startswith(skip):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _dense_mask(attention_mask, query, key, causal, sliding_window, module, additive):
