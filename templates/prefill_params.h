@@ -93,9 +93,11 @@ struct TsattnPrefillParams {
   int* split_flags;
   float* split_partials;
 
-  // Log-sum-exp output (null: not written). fp32, element (b, i, h) at lse + b*lse_batch_stride +
-  // (qo_token_offset(b) + i)*lse_token_stride + h*lse_head_stride: the natural log of the sum of
-  // exp(sm_scale * q.k) over the row's visible keys, -inf for a row that sees none.
+  // Log-sum-exp output, written only by kernels generated with TSATTN_LSE 1 (the host launches
+  // those exactly when it is not null; other kernels never read it). fp32, element (b, i, h) at
+  // lse + b*lse_batch_stride + (qo_token_offset(b) + i)*lse_token_stride + h*lse_head_stride: the
+  // natural log of the sum of exp(sm_scale * q.k) over the row's visible keys, -inf for a row that
+  // sees none.
   float* lse;
   long long lse_batch_stride, lse_token_stride, lse_head_stride;
 };
