@@ -244,9 +244,10 @@ TEST_SUITE("codegen/specs") {
   TEST_CASE("manifests expand against the table, with path-qualified errors") {
     const std::vector<Arch> hopper{Arch::sm_90a};
     // Hopper: every sm80 and sm90a kernel; other archs: the sm80 kernels only.
-    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/all.json", hopper).size() == 144 + 144);
-    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", hopper).size() == 144 + 144);
-    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", {Arch::sm_80}).size() == 144);
+    // Each with and without lse: an axis left out means both.
+    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/all.json", hopper).size() == 288 + 288);
+    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", hopper).size() == 288 + 288);
+    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", {Arch::sm_80}).size() == 288);
     const nlohmann::json narrow = {{"schema", 1},
                                    {"kernels",
                                     {{{"family", "sm80"},
@@ -254,9 +255,23 @@ TEST_SUITE("codegen/specs") {
                                       {"input_dtype", {"bf16", "f16"}},
                                       {"output_dtype", "bf16"},
                                       {"mask", {"causal", "causal_win"}},
+                                      {"lse", false},
                                       {"exclude", {{{"input_dtype", "f16"}, {"mask", "causal_win"}}}}}}}};
     CHECK(expand_manifest(narrow, hopper, "m.json").size() == 2 * 2 * 2 - 2);
     CHECK(expand_manifest(narrow, {Arch::sm_90a, Arch::sm_80}, "m.json").size() == 12);
+    // The lse axis: a boolean or a list of them, both when left out, and in excludes.
+    nlohmann::json lse = narrow;
+    lse["kernels"][0]["lse"] = true;
+    for (const KernelSpec& spec : expand_manifest(lse, hopper, "m.json")) CHECK(spec.lse);
+    lse["kernels"][0]["lse"] = {false, true};
+    const std::vector<KernelSpec> both = expand_manifest(lse, hopper, "m.json");
+    REQUIRE(both.size() == 12);
+    CHECK_FALSE(both[0].lse);  // each kernel, then its lse twin
+    CHECK(both[1].lse);
+    lse["kernels"][0].erase("lse");
+    CHECK(expand_manifest(lse, hopper, "m.json").size() == 12);
+    lse["kernels"][0]["exclude"].push_back({{"lse", true}, {"mask", "causal"}});
+    CHECK(expand_manifest(lse, hopper, "m.json").size() == 12 - 4);
     auto error_of = [&](nlohmann::json manifest) {
       try {
         expand_manifest(manifest, hopper, "m.json");
@@ -278,12 +293,19 @@ TEST_SUITE("codegen/specs") {
     bad = narrow;
     bad["kernels"][0]["mask"] = "sliding";
     CHECK(error_of(bad).find("m.json.kernels[0].mask: \"sliding\" is not supported") == 0);
+    bad = narrow;
+    bad["kernels"][0]["lse"] = {false, "yes"};
+    CHECK(error_of(bad) == "m.json.kernels[0].lse[1]: \"yes\" is not supported (supported: false, true)");
+    bad = narrow;
+    bad["kernels"][0]["exclude"] = {{{"lse", 1}}};
+    CHECK(error_of(bad) == "m.json.kernels[0].exclude[0].lse: 1 is not a boolean");
     CHECK_THROWS_WITH_AS(parse_arch_list("sm_90a,sm_75"), doctest::Contains("sm_75"), Error);
     // The sm90a family takes every dtype, and expands for sm_90a only.
     const nlohmann::json hopper_fp8 = {{"schema", 1}, {"kernels", {{{"family", "sm90a"}, {"input_dtype", "e4m3"}}}}};
-    CHECK(expand_manifest(hopper_fp8, hopper, "m.json").size() == 48);  // 2 head dims x 3 outputs x 4 masks x 2 layouts
+    // 2 head dims x 3 outputs x 4 masks x 2 layouts x with and without lse
+    CHECK(expand_manifest(hopper_fp8, hopper, "m.json").size() == 96);
     const nlohmann::json hopper_family = {{"schema", 1}, {"kernels", {{{"family", "sm90a"}, {"head_dim", 128}}}}};
-    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 72);
+    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 144);
     CHECK(expand_manifest(hopper_family, {Arch::sm_80, Arch::sm_100}, "m.json").empty());
   }
 
