@@ -95,11 +95,17 @@ struct TsattnPrefillParams {
   int* split_flags;
   float* split_partials;
 
-  // Log-sum-exp output (null: not written). fp32, element (b, i, h) at lse + b*lse_batch_stride +
-  // (qo_token_offset(b) + i)*lse_token_stride + h*lse_head_stride: the natural log of the sum of
-  // exp(sm_scale * q.k) over the row's visible keys, -inf for a row that sees none.
+  // Log-sum-exp output (kernels generated with TSATTN_LSE 1, launched exactly when lse is not
+  // null). fp32, element (b, i, h) at lse + b*lse_batch_stride + (qo_token_offset(b) +
+  // i)*lse_token_stride + h*lse_head_stride: the natural log of the sum of exp(sm_scale * q.k) over
+  // the row's visible keys, -inf for a row that sees none. Only the host and those kernels declare
+  // these fields: the driver copies a parameter at the size its kernel declares, so a kernel
+  // without lse reads the host's struct up to split_partials, and the parameters after the struct
+  // (the device planner's, the V^T transpose's) keep the offsets they have without lse.
+#if !defined(TSATTN_LSE) || TSATTN_LSE
   float* lse;
   long long lse_batch_stride, lse_token_stride, lse_head_stride;
+#endif
 };
 
 // The sm90a family's second kernel parameter: TMA descriptors (the driver's opaque CUtensorMap,

@@ -59,8 +59,8 @@ Arch device_arch(const driver::DeviceInfo& device) {
   return *arch;
 }
 
-KernelChoice choose_spec(const Problem& p, const driver::DeviceInfo& device, Arch arch) {
-  KernelChoice choice{spec_for_problem(p, choose_family(device), arch)};
+KernelChoice choose_spec(const Problem& p, const driver::DeviceInfo& device, Arch arch, bool lse) {
+  KernelChoice choice{spec_for_problem(p, choose_family(device), arch, lse)};
   if (choice.spec.family != KernelFamily::sm90a) return choice;
   if (!is_supported(choice.spec)) {
     const KernelChoice fallback{portable(choice.spec)};
@@ -76,7 +76,7 @@ MapShape map_shape(const KernelChoice& choice) {
 }
 
 KernelChoice choose_kernel(const Problem& p, const driver::DeviceInfo& device, Arch arch) {
-  KernelChoice choice = choose_spec(p, device, arch);
+  KernelChoice choice = choose_spec(p, device, arch, p.lse.data != nullptr);
   if (choice.spec.family != KernelFamily::sm90a) return choice;
   TensorMapsOrReason maps = make_tensor_maps(p, map_shape(choice));
   if (!maps.ok()) {

@@ -1,12 +1,14 @@
 #include "api/prefill_plan.hpp"
 
 #include <algorithm>
+#include <future>
 #include <limits>
 
 #include "api/launch.hpp"
 #include "common/error.hpp"
 #include "jit/driver/device_context.hpp"
 #include "jit/driver/driver_api.hpp"
+#include "jit/kernel_cache.hpp"
 #include "plan/kernel_params.hpp"
 
 namespace tsattn {
@@ -18,16 +20,25 @@ PrefillPlan::PrefillPlan(const tsattn_prefill_plan_options* options) : settings_
   context_ = scope.context();
   const driver::DeviceInfo& device = scope.device();
   multiprocessors_ = device.multiprocessors;
-  // The choice of the one-shot call for the same settings (base holds the largest shape; the spec
-  // depends on none of it). Whether TMA can read the tensors is known only per run.
-  choice_ = choose_spec(base, device, device_arch(device));
-  kernel_ = &load_kernel(context_, choice_);
-  if (base.layout == Layout::packed && kernel_->planner == nullptr)
-    raise(ErrorKind::runtime, "kernel {} has no device planner for packed runs", kernel_->name);
-  facts_ = kernel_facts(*kernel_, choice_);
-  if (kernel_->dynamic_order && max_items_bound(capacity, facts_.block_m) >= std::numeric_limits<int32_t>::max())
-    raise(ErrorKind::value, "the plan's capacities allow {} work items, more than kernel {} can number (2^31)",
-          max_items_bound(capacity, facts_.block_m), kernel_->name);
+  // The choices of the one-shot call for the same settings, without and with lse (base holds the
+  // largest shape; the spec depends on none of it). Whether TMA can read the tensors is known only
+  // per run. Both kernels load now, so that a run never compiles; the lse twin is found or compiled
+  // on another thread meanwhile.
+  const Arch arch = device_arch(device);
+  for (bool lse : {false, true}) kernels_[lse].choice = choose_spec(base, device, arch, lse);
+  std::future<void> twin =
+      std::async(std::launch::async, [spec = kernels_[1].choice.spec] { jit::KernelCache::process().get(spec); });
+  for (bool lse : {false, true}) {
+    if (lse) twin.get();  // rethrows its compile error
+    PlanKernel& k = kernels_[lse];
+    k.kernel = &load_kernel(context_, k.choice);
+    if (base.layout == Layout::packed && k.kernel->planner == nullptr)
+      raise(ErrorKind::runtime, "kernel {} has no device planner for packed runs", k.kernel->name);
+    k.facts = kernel_facts(*k.kernel, k.choice);
+    if (k.kernel->dynamic_order && max_items_bound(capacity, k.facts.block_m) >= std::numeric_limits<int32_t>::max())
+      raise(ErrorKind::value, "the plan's capacities allow {} work items, more than kernel {} can number (2^31)",
+            max_items_bound(capacity, k.facts.block_m), k.kernel->name);
+  }
 
   // Knobs are read once: a run parses nothing.
   const auto snapshot = [](Knob which) {
@@ -41,7 +52,14 @@ PrefillPlan::PrefillPlan(const tsattn_prefill_plan_options* options) : settings_
   split_tail_ = snapshot(Knob::split_tail);
   knobs_ = [this](Knob which) { return knob(which); };
 
-  layout_ = plan_workspace(capacity, facts_, multiprocessors_, transposes_v(choice_.spec));
+  // The twins share their traits, so their bounds agree but for what the driver reports (occupancy,
+  // resident pairs); the larger covers the runs of both (the regions after the launch's have the
+  // same sizes).
+  PlanWorkspace layouts[2];
+  for (bool lse : {false, true})
+    layouts[lse] =
+        plan_workspace(capacity, kernels_[lse].facts, multiprocessors_, transposes_v(kernels_[lse].choice.spec));
+  layout_ = layouts[layouts[1].bytes > layouts[0].bytes ? 1 : 0];
   workspace_ = driver::DeviceBuffer(layout_.bytes);
   workspace_.fill_bytes(0);  // the dynamic order's work counter starts at zero
   if (base.layout == Layout::packed) {
@@ -109,16 +127,16 @@ void PrefillPlan::upload_indptrs(const RunViews& views, Problem& p, CUstream str
   p.kv_indptr = reinterpret_cast<const int32_t*>(copies + capacity * sizeof(int32_t));
 }
 
-void PrefillPlan::encode_maps(const Problem& p, KernelFacts& facts) {
-  const TensorMapPlanOrReason planned = plan_tensor_maps(p, map_shape(choice_));
+void PrefillPlan::encode_maps(const Problem& p, PlanKernel& kernel, KernelFacts& facts) {
+  const TensorMapPlanOrReason planned = plan_tensor_maps(p, map_shape(kernel.choice));
   if (!planned.plan)
     raise(ErrorKind::value,
           "kernel {} cannot read these tensors through TMA: {}; the one-shot call would run them on the sm80 family",
-          kernel_->name, planned.reason);
+          kernel.kernel->name, planned.reason);
   TensorMapsOrReason maps = encode_tensor_maps(*planned.plan, map_cache_);
-  if (!maps.ok()) raise(ErrorKind::runtime, "kernel {}: {}", kernel_->name, maps.reason);
-  choice_.maps = maps.maps;
-  choice_.transposed_v = maps.transposed_v;
+  if (!maps.ok()) raise(ErrorKind::runtime, "kernel {}: {}", kernel.kernel->name, maps.reason);
+  kernel.choice.maps = maps.maps;
+  kernel.choice.transposed_v = maps.transposed_v;
   facts.transposed_v_keys = maps.transposed_v ? maps.transposed_v->keys : 0;
 }
 
@@ -133,8 +151,9 @@ const char* PrefillPlan::run(const RunArguments& args) {
     if (p.indptr_on_host) upload_indptrs(args.views, p, stream);
     p.indptr_on_host = false;  // runs always plan their tile list on the device
   }
-  KernelFacts facts = facts_;
-  if (choice_.spec.family == KernelFamily::sm90a) encode_maps(p, facts);
+  PlanKernel& kernel = kernels_[p.lse.data != nullptr ? 1 : 0];
+  KernelFacts facts = kernel.facts;
+  if (kernel.choice.spec.family == KernelFamily::sm90a) encode_maps(p, kernel, facts);
   // The one-shot call's plan for this shape: the same order, chunks and split tail, so the same bits.
   const LaunchPlan plan = plan_launch(p, facts, multiprocessors_, knobs_);
   if (!plan.launches) return nullptr;
@@ -146,8 +165,8 @@ const char* PrefillPlan::run(const RunArguments& args) {
   memory.workspace = workspace_.address();
   memory.work_counter_zero = true;  // zeroed at creation, and every launch leaves it zero
   if (layout_.transposed_v.present()) memory.transposed_v = workspace_.address() + layout_.transposed_v.offset;
-  queue_launches(plan, *kernel_, choice_, params, memory, stream);
-  return kernel_->name.c_str();
+  queue_launches(plan, *kernel.kernel, kernel.choice, params, memory, stream);
+  return kernel.kernel->name.c_str();
 }
 
 }  // namespace tsattn

@@ -1,9 +1,10 @@
 // prefill_plan.hpp - a plan (tsattn_prefill_plan; docs/contract.md, "Plan once, run every
-// layer"): its settings checked once, its kernel chosen and loaded once, one device workspace
-// sized for every run within its capacities (plan/plan_capacity.hpp) and pinned staging for host
-// indptrs. A run reads its tensors, fills the kernel's parameters and launches: it compiles
-// nothing, allocates no device or pinned memory, never waits for the device, and builds no string
-// unless it fails.
+// layer"): its settings checked once, its kernels chosen and loaded once (the one without the
+// log-sum-exp output and its twin with it: whether a run passes lse is known only per run), one
+// device workspace sized for every run of either kernel within its capacities
+// (plan/plan_capacity.hpp) and pinned staging for host indptrs. A run reads its tensors, fills the
+// kernel's parameters and launches: it compiles nothing, allocates no device or pinned memory,
+// never waits for the device, and builds no string unless it fails.
 //
 // A plan is used by one thread at a time, and its runs must be ordered on the device (they share
 // the workspace): one stream, or streams ordered by events.
@@ -13,6 +14,7 @@
 
 #include <cuda.h>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,8 +39,8 @@ constexpr int kIndptrStagingSlots = 16;
 
 class PrefillPlan {
  public:
-  // Checks the options, loads the kernel (compiling it if needed) and allocates the workspace in
-  // the device's current context (the primary one when the thread has none on that device).
+  // Checks the options, loads both kernels (compiling them if needed) and allocates the workspace
+  // in the device's current context (the primary one when the thread has none on that device).
   explicit PrefillPlan(const tsattn_prefill_plan_options* options);
   // Frees the workspace and the staging in the plan's context (cuMemFree waits for the device).
   ~PrefillPlan();
@@ -60,14 +62,20 @@ class PrefillPlan {
   // Host indptrs of a packed run into the workspace's copies (skipped when they are the values
   // uploaded last); points p at the copies.
   void upload_indptrs(const RunViews& views, Problem& p, CUstream stream);
-  void encode_maps(const Problem& p, KernelFacts& facts);
+  // A kernel of the plan: its choice (TMA maps rewritten per run), the loaded module, its facts.
+  struct PlanKernel {
+    KernelChoice choice;
+    const driver::LoadedKernel* kernel = nullptr;
+    KernelFacts facts;
+  };
+  void encode_maps(const Problem& p, PlanKernel& kernel, KernelFacts& facts);
 
   PlanSettings settings_;
   CUcontext context_ = nullptr;
   int multiprocessors_ = 0;
-  KernelChoice choice_;
-  const driver::LoadedKernel* kernel_ = nullptr;
-  KernelFacts facts_;
+  // [0]: the settings' kernel, [1]: its twin that writes lse; a run takes [1] exactly when it
+  // passes an lse output, as the one-shot call would.
+  std::array<PlanKernel, 2> kernels_;
   KnobValue work_order_, split_tail_;
   KnobReader knobs_;
   PlanWorkspace layout_;

@@ -68,13 +68,14 @@ uint32_t KernelSpec::id() const {
   id = id * 4 + index_of(kDtypes, input_dtype);
   id = id * 4 + index_of(kDtypes, output_dtype);
   id = id * 2 + index_of(kLayouts, layout);
+  id = id * 2 + (lse ? 1 : 0);
   return id;
 }
 
 std::string canonical_name(const KernelSpec& spec) {
-  return fmt::format("prefill.{}.{}.d{}.{}_{}.{}.{}", family_name(spec.family), arch_name(spec.arch), spec.head_dim,
+  return fmt::format("prefill.{}.{}.d{}.{}_{}.{}.{}{}", family_name(spec.family), arch_name(spec.arch), spec.head_dim,
                      short_dtype_name(spec.input_dtype), short_dtype_name(spec.output_dtype),
-                     mask_variant_name(spec.mask), layout_name(spec.layout));
+                     mask_variant_name(spec.mask), layout_name(spec.layout), spec.lse ? ".lse" : "");
 }
 
 std::string kernel_symbol(const KernelSpec& spec) {
@@ -93,7 +94,7 @@ std::optional<Arch> arch_for_compute_capability(int major) {
   }
 }
 
-KernelSpec spec_for_problem(const Problem& p, KernelFamily family, Arch arch) {
+KernelSpec spec_for_problem(const Problem& p, KernelFamily family, Arch arch, bool lse) {
   KernelSpec spec;
   spec.family = family;
   spec.arch = arch;
@@ -106,6 +107,7 @@ KernelSpec spec_for_problem(const Problem& p, KernelFamily family, Arch arch) {
   spec.input_dtype = p.input_dtype;
   spec.output_dtype = p.output_dtype;
   spec.layout = p.layout;
+  spec.lse = lse;
   return spec;
 }
 

@@ -35,6 +35,10 @@ struct KernelSpec {
   tsattn_dtype input_dtype = TSATTN_DTYPE_BFLOAT16;
   tsattn_dtype output_dtype = TSATTN_DTYPE_BFLOAT16;
   Layout layout = Layout::fixed;
+  // Whether the kernel writes the log-sum-exp output (TsattnPrefillParams::lse). Only such kernels
+  // have lse code: a run-time branch in the epilogue alone changed ptxas's register allocation of
+  // the whole kernel. A call runs the lse kernel exactly when it passes an lse output.
+  bool lse = false;
 
   bool operator==(const KernelSpec&) const = default;
   // A dense number for in-memory tables (no string building on the hot path).
@@ -53,15 +57,18 @@ std::optional<MaskVariant> parse_mask_variant(std::string_view text);
 std::optional<tsattn_dtype> parse_short_dtype(std::string_view text);
 std::optional<Layout> parse_layout(std::string_view text);
 
-// The readable canonical name, e.g. "prefill.sm80.sm_90a.d128.bf16_bf16.causal_win.packed":
-// used in logs, errors, cache metadata and (with '.' -> '_') as the kernel symbol.
+// The readable canonical name, e.g. "prefill.sm80.sm_90a.d128.bf16_bf16.causal_win.packed", and
+// "...causal_win.packed.lse" for the kernel that writes lse (the suffix only then, so a kernel
+// without lse keeps its name): used in logs, errors, cache metadata and (with '.' -> '_') as the
+// kernel symbol.
 std::string canonical_name(const KernelSpec& spec);
 std::string kernel_symbol(const KernelSpec& spec);
 
 // The cubin target for a compute capability major version, or nullopt when tsattn has no target for it.
 std::optional<Arch> arch_for_compute_capability(int major);
 
-// The spec a validated problem needs from a family on an arch.
-KernelSpec spec_for_problem(const Problem& p, KernelFamily family, Arch arch);
+// The spec a validated problem needs from a family on an arch; `lse`: the kernel that writes the
+// log-sum-exp output (a call's choice: whether it passes one).
+KernelSpec spec_for_problem(const Problem& p, KernelFamily family, Arch arch, bool lse);
 
 }  // namespace tsattn

@@ -19,7 +19,7 @@ namespace tsattn {
 namespace {
 
 const std::set<std::string> kEntryKeys{"family", "head_dim", "input_dtype", "output_dtype",
-                                       "mask",   "layout",   "exclude"};
+                                       "mask",   "layout",   "lse",         "exclude"};
 
 // One axis of an entry: the values given (a scalar or a list), each validated, or the family's.
 template <class T>
@@ -48,6 +48,13 @@ std::optional<int> parse_head_dim(const nlohmann::json& v) {
   return v.get<int>();
 }
 
+std::optional<bool> parse_lse(const nlohmann::json& v) {
+  if (!v.is_boolean()) return std::nullopt;
+  return v.get<bool>();
+}
+
+const char* lse_text(bool lse) { return lse ? "true" : "false"; }
+
 template <auto Parse>
 auto parse_text() {
   return [](const nlohmann::json& v) -> decltype(Parse(std::string_view{})) {
@@ -62,6 +69,11 @@ bool matches(const KernelSpec& spec, const nlohmann::json& exclude, const std::s
     if (key == "head_dim") {
       if (!value.is_number_integer()) raise(ErrorKind::value, "{}.head_dim: {} is not an integer", path, value.dump());
       if (value.get<int>() != spec.head_dim) return false;
+      continue;
+    }
+    if (key == "lse") {
+      if (!value.is_boolean()) raise(ErrorKind::value, "{}.lse: {} is not a boolean", path, value.dump());
+      if (value.get<bool>() != spec.lse) return false;
       continue;
     }
     if (!value.is_string()) raise(ErrorKind::value, "{}.{}: {} is not a string", path, key, value.dump());
@@ -79,7 +91,8 @@ bool matches(const KernelSpec& spec, const nlohmann::json& exclude, const std::s
       actual = arch_name(spec.arch);
     else
       raise(ErrorKind::value,
-            "{}: unknown key \"{}\" (allowed: head_dim, input_dtype, output_dtype, mask, layout, arch)", path, key);
+            "{}: unknown key \"{}\" (allowed: head_dim, input_dtype, output_dtype, mask, layout, lse, arch)", path,
+            key);
     if (text != actual) return false;
   }
   return true;
@@ -143,6 +156,7 @@ std::vector<KernelSpec> expand_manifest(const nlohmann::json& manifest, const st
         read_axis<MaskVariant>(entry, path, "mask", axes->masks, parse_text<parse_mask_variant>(), mask_variant_name);
     const auto layouts =
         read_axis<Layout>(entry, path, "layout", axes->layouts, parse_text<parse_layout>(), layout_name);
+    const auto lse_values = read_axis<bool>(entry, path, "lse", axes->lse, parse_lse, lse_text);
     const nlohmann::json excludes = entry.value("exclude", nlohmann::json::array());
     if (!excludes.is_array()) raise(ErrorKind::value, "{}.exclude: must be a list of objects", path);
     for (size_t e = 0; e < excludes.size(); ++e)
@@ -154,13 +168,14 @@ std::vector<KernelSpec> expand_manifest(const nlohmann::json& manifest, const st
         for (tsattn_dtype input : inputs)
           for (tsattn_dtype output : outputs)
             for (MaskVariant mask : masks)
-              for (Layout layout : layouts) {
-                const KernelSpec spec{*family, arch, mask, head_dim, input, output, layout};
-                bool excluded = false;
-                for (size_t e = 0; e < excludes.size() && !excluded; ++e)
-                  excluded = matches(spec, excludes[e], fmt::format("{}.exclude[{}]", path, e));
-                if (!excluded && seen.insert(spec.id()).second) specs.push_back(spec);
-              }
+              for (Layout layout : layouts)
+                for (bool lse : lse_values) {
+                  const KernelSpec spec{*family, arch, mask, head_dim, input, output, layout, lse};
+                  bool excluded = false;
+                  for (size_t e = 0; e < excludes.size() && !excluded; ++e)
+                    excluded = matches(spec, excludes[e], fmt::format("{}.exclude[{}]", path, e));
+                  if (!excluded && seen.insert(spec.id()).second) specs.push_back(spec);
+                }
     }
   }
   return specs;

@@ -3,11 +3,12 @@
 //   {"schema": 1,
 //    "kernels": [{"family": "sm80", "head_dim": [128, 256], "input_dtype": ["bf16"],
 //                 "output_dtype": ["bf16"], "mask": ["causal", "causal_win"], "layout": ["packed"],
-//                 "exclude": [{"head_dim": 256, "mask": "causal_win"}]}]}
+//                 "lse": [false, true], "exclude": [{"head_dim": 256, "mask": "causal_win"}]}]}
 //
 // Each kernels[] entry is the Cartesian product of its axes; an axis left out means every value
-// the table supports for that family. "exclude" drops the combinations that match all fields of
-// one of its objects. Values are validated against the table of truth (spec_table.hpp), with
+// the table supports for that family ("lse": both, the kernel for calls without the log-sum-exp
+// output and its twin for calls with it). "exclude" drops the combinations that match all fields
+// of one of its objects. Values are validated against the table of truth (spec_table.hpp), with
 // errors that name the JSON path ("kernels[1].head_dim[0]: 96 is not supported (supported: 128, 256)").
 //
 // An optional top-level "merge": ["f16", "bf16", "f32"] lists the v dtypes whose merge modules

@@ -15,6 +15,7 @@ constexpr std::array kAllMasks{MaskVariant::dense, MaskVariant::causal, MaskVari
                                MaskVariant::variable_window};
 constexpr std::array kAllLayouts{Layout::fixed, Layout::packed};
 constexpr std::array kHeadDims{128, 256};
+constexpr std::array kBothLse{false, true};
 
 // The portable family runs on every arch tsattn targets: sm_80 cubins serve Ampere and Ada,
 // and Hopper/Blackwell need their own cubins (SASS is not compatible across major versions).
@@ -27,8 +28,8 @@ constexpr std::array kSm80Archs{Arch::sm_80, Arch::sm_90a, Arch::sm_100, Arch::s
 constexpr std::array kSm90aArchs{Arch::sm_90a};
 
 constexpr std::array<FamilyAxes, 2> kFamilies{{
-    {KernelFamily::sm80, kSm80Archs, kHeadDims, kAllDtypes, kAllDtypes, kAllMasks, kAllLayouts},
-    {KernelFamily::sm90a, kSm90aArchs, kHeadDims, kAllDtypes, kAllDtypes, kAllMasks, kAllLayouts},
+    {KernelFamily::sm80, kSm80Archs, kHeadDims, kAllDtypes, kAllDtypes, kAllMasks, kAllLayouts, kBothLse},
+    {KernelFamily::sm90a, kSm90aArchs, kHeadDims, kAllDtypes, kAllDtypes, kAllMasks, kAllLayouts, kBothLse},
 }};
 
 // sm80 tiles, by head dim and arch; the first row that matches a spec gives its tile (registers
@@ -132,7 +133,7 @@ bool is_supported(const KernelSpec& spec) {
   const FamilyAxes* axes = axes_of(spec.family);
   return axes && contains(axes->archs, spec.arch) && contains(axes->head_dims, spec.head_dim) &&
          contains(axes->input_dtypes, spec.input_dtype) && contains(axes->output_dtypes, spec.output_dtype) &&
-         contains(axes->masks, spec.mask) && contains(axes->layouts, spec.layout);
+         contains(axes->masks, spec.mask) && contains(axes->layouts, spec.layout) && contains(axes->lse, spec.lse);
 }
 
 std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch) {
@@ -143,7 +144,8 @@ std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch) {
     for (tsattn_dtype input : axes->input_dtypes)
       for (tsattn_dtype output : axes->output_dtypes)
         for (MaskVariant mask : axes->masks)
-          for (Layout layout : axes->layouts) specs.push_back({family, arch, mask, head_dim, input, output, layout});
+          for (Layout layout : axes->layouts)
+            for (bool lse : axes->lse) specs.push_back({family, arch, mask, head_dim, input, output, layout, lse});
   return specs;
 }
 

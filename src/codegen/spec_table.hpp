@@ -17,6 +17,8 @@ struct TileConfig {
   int block_m;
   int block_n;
   int num_warps;
+
+  bool operator==(const TileConfig&) const = default;
 };
 
 struct FamilyAxes {
@@ -27,6 +29,7 @@ struct FamilyAxes {
   std::span<const tsattn_dtype> output_dtypes;
   std::span<const MaskVariant> masks;
   std::span<const Layout> layouts;
+  std::span<const bool> lse;  // kernels without and with the log-sum-exp output
 };
 
 // The codes a generated source gives a spec's dtypes and mask (templates/kernel_codes.h).
@@ -62,7 +65,8 @@ TileConfig tile_config(const KernelSpec& spec);
 
 // What the host must know of a kernel beyond its tile, decided where the kernel's own settings are
 // (sm90a: traits_for() in templates/sm90a/kernel_traits.h, which the kernel itself calls). A
-// loaded module confirms these through its globals (jit/driver/module_table.cpp).
+// loaded module confirms these through its globals (jit/driver/module_table.cpp). The lse axis is
+// not among traits_for()'s inputs: a kernel and its lse twin have the same traits.
 struct KernelTraits {
   TileConfig tile{};
   bool staged_output = false;      // O through shared memory (sm90a D128 with a 16-bit output)
@@ -74,6 +78,8 @@ struct KernelTraits {
   bool pairs = false;              // the module has <symbol>_pairs, for clusters of 2 CTAs
   bool pairs_along_tiles = false;  // ... which also pairs along query tiles (params.pair_tiles)
   int dynamic_smem_bytes = 0;      // 0: the module says (sm80 computes its layout in the kernel)
+
+  bool operator==(const KernelTraits&) const = default;
 };
 
 KernelTraits kernel_traits(const KernelSpec& spec);

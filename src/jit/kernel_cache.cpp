@@ -31,7 +31,7 @@ nlohmann::json spec_json(const KernelSpec& spec) {
   return {{"family", family_name(spec.family)},          {"arch", arch_name(spec.arch)},
           {"mask", mask_variant_name(spec.mask)},        {"head_dim", spec.head_dim},
           {"input_dtype", dtype_name(spec.input_dtype)}, {"output_dtype", dtype_name(spec.output_dtype)},
-          {"layout", layout_name(spec.layout)}};
+          {"layout", layout_name(spec.layout)},          {"lse", spec.lse}};
 }
 
 }  // namespace
@@ -51,7 +51,8 @@ nlohmann::json manifest_entry_for(const KernelSpec& spec) {
           {"input_dtype", {short_dtype_name(spec.input_dtype)}},
           {"output_dtype", {short_dtype_name(spec.output_dtype)}},
           {"mask", {mask_variant_name(spec.mask)}},
-          {"layout", {layout_name(spec.layout)}}};
+          {"layout", {layout_name(spec.layout)}},
+          {"lse", {spec.lse}}};
 }
 
 KernelCache::KernelCache(DiskCacheConfig disk_config, bool jit_enabled)

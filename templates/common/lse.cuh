@@ -1,4 +1,5 @@
-// common/lse.cuh - the log-sum-exp output of both families (prefill_params.h, lse).
+// common/lse.cuh - the log-sum-exp output of both families (prefill_params.h, lse), included only
+// by kernels generated with TSATTN_LSE 1.
 //
 // The online softmax keeps, per row, the running max m of the raw scores and the sum l of
 // p = exp2(s * scale_log2 - m * scale_log2) (a thread holds part of l; the four threads of a quad

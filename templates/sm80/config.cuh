@@ -3,7 +3,7 @@
 //
 // The generated translation unit defines TSATTN_HEAD_DIM, TSATTN_INPUT_DTYPE,
 // TSATTN_OUTPUT_DTYPE (0 float16, 1 bfloat16, 2 float8_e4m3fn), TSATTN_MASK, TSATTN_WINDOW,
-// TSATTN_PACKED, TSATTN_BLOCK_M, TSATTN_BLOCK_N and TSATTN_NUM_WARPS (src/codegen picks the
+// TSATTN_PACKED, TSATTN_LSE, TSATTN_BLOCK_M, TSATTN_BLOCK_N and TSATTN_NUM_WARPS (src/codegen picks the
 // tile from its table; the static_asserts below say which tiles this kernel can run). The host
 // reads the resulting launch shape back from the module (tsattn_dynamic_smem_bytes,
 // tsattn_threads_per_cta, tsattn_block_m), so nothing here is duplicated on the host.
@@ -13,9 +13,9 @@
 #include "common/prelude.cuh"
 
 #if !defined(TSATTN_HEAD_DIM) || !defined(TSATTN_INPUT_DTYPE) || !defined(TSATTN_OUTPUT_DTYPE) || \
-    !defined(TSATTN_BLOCK_M) || !defined(TSATTN_BLOCK_N) || !defined(TSATTN_NUM_WARPS)
+    !defined(TSATTN_LSE) || !defined(TSATTN_BLOCK_M) || !defined(TSATTN_BLOCK_N) || !defined(TSATTN_NUM_WARPS)
 #error \
-    "the generated source must define TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS"
+    "the generated source must define TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_LSE, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS"
 #endif
 
 namespace tsattn_dev {

@@ -7,7 +7,8 @@
 // key for any row of the tile. Persistent: CTAs take work items blockIdx.x, blockIdx.x +
 // gridDim.x, ... of the scheduler's list (a query tile and one head each). Math (docs/contract.md): s = q.k in fp32, p
 // = exp2(s * scale_log2 - m), running max m and sum l per row in fp32, O in fp32, out = O * output_scale / l; a row
-// that sees no key writes exactly 0.
+// that sees no key writes exactly 0. Kernels generated with TSATTN_LSE 1 also write each row's
+// log-sum-exp (common/lse.cuh); the others have no lse code.
 //
 // Barriers (all CTA-uniform; every buffer is rewritten only after a barrier that follows its
 // last read):
@@ -21,7 +22,6 @@
 #ifndef TSATTN_SM80_PREFILL_SM80_CUH
 #define TSATTN_SM80_PREFILL_SM80_CUH
 
-#include "common/lse.cuh"
 #include "common/mask.cuh"
 #include "common/mma_sm80.cuh"
 #include "common/prelude.cuh"
@@ -30,6 +30,9 @@
 #include "prefill_params.h"
 #include "sm80/config.cuh"
 #include "sm80/tile_io.cuh"
+#if TSATTN_LSE
+#include "common/lse.cuh"
+#endif
 
 #ifndef TSATTN_KERNEL_NAME
 #error "the generated source must define TSATTN_KERNEL_NAME"
@@ -428,15 +431,15 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params) {
                                                             kOutBytes;
       write_output(o, l, params.output_scale, q_smem, out_head, params.out_token_stride * kOutBytes, tile_row0,
                    req.q_len, warp_row0, lane);
-      if (params.lse != nullptr) {
+#if TSATTN_LSE
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt)
+      for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int row = tile_row0 + warp_row0 + mt * 16 + lane / 4 + 8 * h;
-            write_row_lse(params, m[mt][h], l[mt][h], b, row, req.q_len, req.q_begin + row, head, lane % 4);
-          }
-      }
+        for (int h = 0; h < 2; ++h) {
+          const int row = tile_row0 + warp_row0 + mt * 16 + lane / 4 + 8 * h;
+          write_row_lse(params, m[mt][h], l[mt][h], b, row, req.q_len, req.q_begin + row, head, lane % 4);
+        }
+#endif
     }
   }
 }

@@ -3,7 +3,6 @@
 #ifndef TSATTN_SM90A_EPILOGUE_CUH
 #define TSATTN_SM90A_EPILOGUE_CUH
 
-#include "common/lse.cuh"
 #include "sm90a/softmax.cuh"
 #include "sm90a/tile_scheduler.cuh"
 

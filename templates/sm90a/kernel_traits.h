@@ -13,7 +13,9 @@
 namespace tsattn_dev {
 namespace sm90a {
 
-// What distinguishes one sm90a kernel from another (codes: kernel_codes.h).
+// What distinguishes one sm90a kernel's settings from another's (codes: kernel_codes.h). The lse
+// output (TSATTN_LSE) is not among them: a kernel that writes it has its twin's every setting, so
+// one plan's workspace serves both (src/api/prefill_plan.cpp).
 struct SpecAxes {
   int head_dim;      // 128 or 256
   int input_dtype;   // kFloat16, kBfloat16, kE4m3

@@ -22,7 +22,9 @@
 //                thread. At the item's end each warp normalizes its 16 rows and stores them
 //                (D128 16-bit outputs through shared memory: kStagedOutput).
 // Math (docs/contract.md) as the sm80 family: s = q.k in fp32, p = exp2(s * scale_log2 - m), running max
-// m and sum l per row, out = O * output_scale / l; a row that sees no key writes exactly 0.
+// m and sum l per row, out = O * output_scale / l; a row that sees no key writes exactly 0. Kernels
+// generated with TSATTN_LSE 1 also write each row's log-sum-exp (common/lse.cuh); the others have
+// no lse code.
 //
 // The kernel's rooms: config.cuh (its settings, from kernel_traits.h), barriers.cuh (how warps
 // wait), tile_scheduler.cuh (which work, in what order), producer.cuh (TMA loads), softmax.cuh,
@@ -35,6 +37,9 @@
 #include "sm90a/epilogue.cuh"
 #include "sm90a/mainloop.cuh"
 #include "sm90a/producer.cuh"
+#if TSATTN_LSE
+#include "common/lse.cuh"
+#endif
 
 namespace tsattn_dev {
 namespace sm90a {
@@ -111,16 +116,16 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, const
     }
     if (writes) {
       write_output(params, maps, item, o, rows, row_in_tile, c, staged, kOutputInQ ? q_buffer : smem + kOOffset);
-      // The rows' log-sum-exp, apart from write_output: written inside it, the e4m3 D256 causal
-      // packed kernels spill (docs/PERF.md, the lse output).
-      if (params.lse != nullptr) {
+#if TSATTN_LSE
+      // The rows' log-sum-exp after write_output, not inside it: there the e4m3 D256 causal packed
+      // kernels spilled.
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = item.q_tile * kBlockM + row_in_tile + 8 * h;
-          write_row_lse(params, rows.m[h], rows.l[h], item.request, row, item.extent.q_len, item.extent.q_begin + row,
-                        item.head, c);
-        }
+      for (int h = 0; h < 2; ++h) {
+        const int row = item.q_tile * kBlockM + row_in_tile + 8 * h;
+        write_row_lse(params, rows.m[h], rows.l[h], item.request, row, item.extent.q_len, item.extent.q_begin + row,
+                      item.head, c);
       }
+#endif
     }
     if (kOutputInQ && staged) mbarrier_arrive(bars + 8 * (kQEmpty + qb));  // O read back: Q's buffer is free
   }

@@ -42,9 +42,45 @@ TEST_SUITE("codegen/specs") {
       const TileConfig tile = tile_config(spec);
       CHECK(tile.block_m > 0);
     }
-    // sm80: 2 head dims x 3 x 3 dtype pairs x 4 masks x 2 layouts, on 4 archs;
-    // sm90a: the same 144 on sm_90a.
-    CHECK(names.size() == 4 * 144 + 144);
+    // sm80: 2 head dims x 3 x 3 dtype pairs x 4 masks x 2 layouts x with and without lse, on 4
+    // archs; sm90a: the same 288 on sm_90a.
+    CHECK(names.size() == 4 * 288 + 288);
+  }
+
+  TEST_CASE("the lse axis: a suffix on the name only when true, and the same kernel otherwise") {
+    size_t twins = 0;
+    for (const KernelSpec& spec : every_spec()) {
+      if (!spec.lse) continue;
+      CAPTURE(canonical_name(spec));
+      KernelSpec plain = spec;
+      plain.lse = false;
+      REQUIRE(is_supported(plain));
+      ++twins;
+      // Names of kernels without lse are the names they had before the axis existed.
+      const std::string name =
+          fmt::format("prefill.{}.{}.d{}.{}_{}.{}.{}", family_name(plain.family), arch_name(plain.arch), plain.head_dim,
+                      short_dtype_name(plain.input_dtype), short_dtype_name(plain.output_dtype),
+                      mask_variant_name(plain.mask), layout_name(plain.layout));
+      CHECK(canonical_name(plain) == name);
+      CHECK(canonical_name(spec) == name + ".lse");
+      CHECK(kernel_symbol(spec) == kernel_symbol(plain) + "_lse");
+      CHECK(spec.id() != plain.id());
+      // The twins share every setting the host reads and every generated line but TSATTN_LSE and
+      // the kernel's name.
+      CHECK(kernel_traits(spec) == kernel_traits(plain));
+      CHECK(transposes_v(spec) == transposes_v(plain));
+      std::string with = generate_source(spec).text, without = generate_source(plain).text;
+      CHECK(with.find("#define TSATTN_LSE 1\n") != std::string::npos);
+      CHECK(without.find("#define TSATTN_LSE 0\n") != std::string::npos);
+      for (std::string* text : {&with, &without}) {
+        const std::string& own = text == &with ? canonical_name(spec) : canonical_name(plain);
+        const std::string& symbol = text == &with ? kernel_symbol(spec) : kernel_symbol(plain);
+        for (const std::string& part : {own, symbol}) text->replace(text->find(part), part.size(), "NAME");
+        text->replace(text->find("#define TSATTN_LSE "), std::string("#define TSATTN_LSE 0").size(), "LSE");
+      }
+      CHECK(with == without);
+    }
+    CHECK(twins == (4 * 288 + 288) / 2);
   }
 
   TEST_CASE("the sm90a rows: sm_90a only, every dtype pair, 128-row tiles of 12 warps") {
@@ -100,7 +136,7 @@ TEST_SUITE("codegen/specs") {
     spec.mask = MaskVariant::causal_window;  // windows keep 64
     CHECK(tile_config(spec).block_n == 64);
     spec.mask = MaskVariant::dense;
-    CHECK(all_specs(KernelFamily::sm90a, Arch::sm_90a).size() == 144);
+    CHECK(all_specs(KernelFamily::sm90a, Arch::sm_90a).size() == 288);
     spec.family = KernelFamily::sm80;  // the portable family never transposes
     spec.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;
     CHECK_FALSE(transposes_v(spec));
@@ -162,11 +198,13 @@ TEST_SUITE("codegen/specs") {
   }
 
   TEST_CASE("canonical names read back into their parts") {
-    const KernelSpec spec{
-        KernelFamily::sm80,    Arch::sm_90a,  MaskVariant::causal_window, 256, TSATTN_DTYPE_FLOAT8_E4M3FN,
-        TSATTN_DTYPE_BFLOAT16, Layout::packed};
+    KernelSpec spec{KernelFamily::sm80,    Arch::sm_90a,  MaskVariant::causal_window, 256, TSATTN_DTYPE_FLOAT8_E4M3FN,
+                    TSATTN_DTYPE_BFLOAT16, Layout::packed};
     CHECK(canonical_name(spec) == "prefill.sm80.sm_90a.d256.e4m3_bf16.causal_win.packed");
     CHECK(kernel_symbol(spec) == "prefill_sm80_sm_90a_d256_e4m3_bf16_causal_win_packed");
+    spec.lse = true;
+    CHECK(canonical_name(spec) == "prefill.sm80.sm_90a.d256.e4m3_bf16.causal_win.packed.lse");
+    CHECK(kernel_symbol(spec) == "prefill_sm80_sm_90a_d256_e4m3_bf16_causal_win_packed_lse");
     CHECK(parse_mask_variant("causal_win") == MaskVariant::causal_window);
     CHECK(parse_arch("sm_90a") == Arch::sm_90a);
     CHECK_FALSE(parse_arch("sm_90").has_value());
@@ -206,9 +244,10 @@ TEST_SUITE("codegen/specs") {
   TEST_CASE("manifests expand against the table, with path-qualified errors") {
     const std::vector<Arch> hopper{Arch::sm_90a};
     // Hopper: every sm80 and sm90a kernel; other archs: the sm80 kernels only.
-    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/all.json", hopper).size() == 144 + 144);
-    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", hopper).size() == 144 + 144);
-    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", {Arch::sm_80}).size() == 144);
+    // Each with and without lse: an axis left out means both.
+    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/all.json", hopper).size() == 288 + 288);
+    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", hopper).size() == 288 + 288);
+    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", {Arch::sm_80}).size() == 288);
     const nlohmann::json narrow = {{"schema", 1},
                                    {"kernels",
                                     {{{"family", "sm80"},
@@ -216,9 +255,23 @@ TEST_SUITE("codegen/specs") {
                                       {"input_dtype", {"bf16", "f16"}},
                                       {"output_dtype", "bf16"},
                                       {"mask", {"causal", "causal_win"}},
+                                      {"lse", false},
                                       {"exclude", {{{"input_dtype", "f16"}, {"mask", "causal_win"}}}}}}}};
     CHECK(expand_manifest(narrow, hopper, "m.json").size() == 2 * 2 * 2 - 2);
     CHECK(expand_manifest(narrow, {Arch::sm_90a, Arch::sm_80}, "m.json").size() == 12);
+    // The lse axis: a boolean or a list of them, both when left out, and in excludes.
+    nlohmann::json lse = narrow;
+    lse["kernels"][0]["lse"] = true;
+    for (const KernelSpec& spec : expand_manifest(lse, hopper, "m.json")) CHECK(spec.lse);
+    lse["kernels"][0]["lse"] = {false, true};
+    const std::vector<KernelSpec> both = expand_manifest(lse, hopper, "m.json");
+    REQUIRE(both.size() == 12);
+    CHECK_FALSE(both[0].lse);  // each kernel, then its lse twin
+    CHECK(both[1].lse);
+    lse["kernels"][0].erase("lse");
+    CHECK(expand_manifest(lse, hopper, "m.json").size() == 12);
+    lse["kernels"][0]["exclude"].push_back({{"lse", true}, {"mask", "causal"}});
+    CHECK(expand_manifest(lse, hopper, "m.json").size() == 12 - 4);
     auto error_of = [&](nlohmann::json manifest) {
       try {
         expand_manifest(manifest, hopper, "m.json");
@@ -240,12 +293,19 @@ TEST_SUITE("codegen/specs") {
     bad = narrow;
     bad["kernels"][0]["mask"] = "sliding";
     CHECK(error_of(bad).find("m.json.kernels[0].mask: \"sliding\" is not supported") == 0);
+    bad = narrow;
+    bad["kernels"][0]["lse"] = {false, "yes"};
+    CHECK(error_of(bad) == "m.json.kernels[0].lse[1]: \"yes\" is not supported (supported: false, true)");
+    bad = narrow;
+    bad["kernels"][0]["exclude"] = {{{"lse", 1}}};
+    CHECK(error_of(bad) == "m.json.kernels[0].exclude[0].lse: 1 is not a boolean");
     CHECK_THROWS_WITH_AS(parse_arch_list("sm_90a,sm_75"), doctest::Contains("sm_75"), Error);
     // The sm90a family takes every dtype, and expands for sm_90a only.
     const nlohmann::json hopper_fp8 = {{"schema", 1}, {"kernels", {{{"family", "sm90a"}, {"input_dtype", "e4m3"}}}}};
-    CHECK(expand_manifest(hopper_fp8, hopper, "m.json").size() == 48);  // 2 head dims x 3 outputs x 4 masks x 2 layouts
+    // 2 head dims x 3 outputs x 4 masks x 2 layouts x with and without lse
+    CHECK(expand_manifest(hopper_fp8, hopper, "m.json").size() == 96);
     const nlohmann::json hopper_family = {{"schema", 1}, {"kernels", {{{"family", "sm90a"}, {"head_dim", 128}}}}};
-    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 72);
+    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 144);
     CHECK(expand_manifest(hopper_family, {Arch::sm_80, Arch::sm_100}, "m.json").empty());
   }
 

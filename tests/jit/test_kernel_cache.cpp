@@ -35,6 +35,7 @@ TEST_SUITE("jit/kernel_cache") {
     CHECK(first->origin == jit::KernelOrigin::compiled);
     CHECK(first->cubin.size() > 1000);
     CHECK(first->metadata.at("name") == "prefill.sm80.sm_90a.d128.bf16_bf16.causal.fixed");
+    CHECK(first->metadata.at("spec").at("lse") == false);
     jit::KernelCacheCounters c = cache.counters();
     CHECK(c.compiles == 1);
     CHECK(c.memory_misses == 1);
@@ -103,6 +104,7 @@ TEST_SUITE("jit/kernel_cache") {
       CHECK(message.find("prefill.sm80.sm_90a.d128.bf16_bf16.causal.fixed") != std::string::npos);
       CHECK(message.find("TSATTN_DISABLE_JIT") != std::string::npos);
       CHECK(message.find("\"mask\":[\"causal\"]") != std::string::npos);
+      CHECK(message.find("\"lse\":[false]") != std::string::npos);  // the entry builds this twin only
     }
     CHECK(cache.counters().compiles == 0);
     // A failed lookup is not remembered: the next call tries the layers again.

@@ -92,13 +92,13 @@ check "tsattn precompile --manifest default --arch sm_90a compiles every kernel 
   bash -c 'tsattn precompile --manifest default --arch sm_90a --out "$0/aot" -j "$(nproc)" --json > "$0/precompile.json"
            tail -1 "$0/precompile.json"
            "$1" -c "import json,sys; s = json.loads(open(sys.argv[1]).read().splitlines()[-1])
-assert s[\"event\"] == \"summary\" and s[\"failed\"] == 0 and s[\"compiled\"] == 291, s" "$0/precompile.json"' \
+assert s[\"event\"] == \"summary\" and s[\"failed\"] == 0 and s[\"compiled\"] == 579, s" "$0/precompile.json"' \
   "$work" "$py"
 
-check "python -m tsattn runs the same CLI: a second precompile finds all 291 kernels (288 attention, 3 merge)" \
+check "python -m tsattn runs the same CLI: a second precompile finds all 579 kernels (576 attention, 3 merge)" \
   bash -c '"$1" -m tsattn precompile --manifest default --arch sm_90a --out "$0/aot" --json | tail -1 > "$0/again.json"
            "$1" -c "import json,sys; s = json.load(open(sys.argv[1]))
-assert s[\"compiled\"] == 0 and s[\"cached\"] == 291, s" "$0/again.json"' \
+assert s[\"compiled\"] == 0 and s[\"cached\"] == 579, s" "$0/again.json"' \
   "$work" "$py"
 
 echo "== NVRTC removed again"
@@ -107,7 +107,7 @@ echo "== NVRTC removed again"
 check "with no NVRTC and TSATTN_DISABLE_JIT=1, every kernel is found in the precompiled layer" \
   bash -c 'TSATTN_DISABLE_JIT=1 tsattn precompile --manifest default --arch sm_90a --out "$0/aot" --json | tail -1 > "$0/nojit.json"
            "$1" -c "import json,sys; s = json.load(open(sys.argv[1]))
-assert s[\"compiled\"] == 0 and s[\"cached\"] == 291 and s[\"failed\"] == 0, s" "$0/nojit.json"' \
+assert s[\"compiled\"] == 0 and s[\"cached\"] == 579 and s[\"failed\"] == 0, s" "$0/nojit.json"' \
   "$work" "$py"
 
 echo "wheel_without_toolkit: $passed passed, $failed failed"

@@ -28,7 +28,10 @@ def _call_with_lse(q, k, v, with_lse, qo=None, kv=None, mask="dense", window=-1,
 
 def _check(q, k, v, dtype_name, **kwargs):
     out_plain, _ = _call_with_lse(q, k, v, False, **kwargs)
+    plain_kernel = tsattn.last_kernel_name()
     out, lse = _call_with_lse(q, k, v, True, **kwargs)
+    # The kernel that writes lse is the plain one's twin; the plain one has no lse code.
+    assert not plain_kernel.endswith(".lse") and tsattn.last_kernel_name() == plain_kernel + ".lse"
     torch.cuda.synchronize()
     assert torch.equal(out.view(torch.uint8), out_plain.view(torch.uint8)), "out differs with lse"
     expected = reference_lse(
@@ -149,9 +152,15 @@ def test_wrapper_return_lse_equals_the_one_shot_lse(packed):
         packed=packed,
         mask_type="causal",
     )
+    plain_out = w.run(q, k, v, qo, kv, out=poisoned(q.shape, torch.bfloat16))
+    plain_kernel = tsattn.last_kernel_name()
     out, lse = w.run(q, k, v, qo, kv, out=poisoned(q.shape, torch.bfloat16), return_lse=True)
+    run_kernel = tsattn.last_kernel_name()
     expected_out, expected_lse = _call_with_lse(q, k, v, True, qo=qo, kv=kv, mask="causal")
+    # One plan runs both kernels: its plain one without lse, the twin with it (the one-shot call's).
+    assert run_kernel == plain_kernel + ".lse" == tsattn.last_kernel_name()
     torch.cuda.synchronize()
+    assert torch.equal(plain_out.view(torch.uint8), expected_out.view(torch.uint8))
     assert lse.dtype == torch.float32 and lse.shape == q.shape[:-1]
     assert torch.equal(out.view(torch.uint8), expected_out.view(torch.uint8))
     assert torch.equal(lse.view(torch.int32), expected_lse.view(torch.int32))

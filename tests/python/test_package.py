@@ -282,9 +282,13 @@ def test_cli_runs_from_python():
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == [
         "prefill.sm80.sm_90a.d128.bf16_bf16.causal.fixed",
+        "prefill.sm80.sm_90a.d128.bf16_bf16.causal.fixed.lse",
         "prefill.sm80.sm_90a.d128.bf16_bf16.causal.packed",
+        "prefill.sm80.sm_90a.d128.bf16_bf16.causal.packed.lse",
         "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed",
+        "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed.lse",
         "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed",
+        "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed.lse",
         "merge.sm_90a.bf16",
     ]
     bad = subprocess.run(

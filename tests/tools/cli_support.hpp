@@ -125,7 +125,8 @@ inline nlohmann::json one_kernel_manifest() {
              {"input_dtype", {"bf16"}},
              {"output_dtype", {"bf16"}},
              {"mask", {"causal"}},
-             {"layout", {"fixed"}}}}}};
+             {"layout", {"fixed"}},
+             {"lse", {false}}}}}};
 }
 
 }  // namespace tsattn::test

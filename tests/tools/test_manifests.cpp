@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "codegen/embedded_files.hpp"
 #include "codegen/manifest.hpp"
 #include "codegen/spec_table.hpp"
@@ -34,23 +36,26 @@ TEST_SUITE("tools/manifests") {
   TEST_CASE("llama3.json: D128 bf16 causal, fixed and packed") {
     const auto specs = load_manifest(kManifests + "/llama3.json", {Arch::sm_90a});
     CHECK(names(specs) == std::vector<std::string>{"prefill.sm80.sm_90a.d128.bf16_bf16.causal.fixed",
+                                                   "prefill.sm80.sm_90a.d128.bf16_bf16.causal.fixed.lse",
                                                    "prefill.sm80.sm_90a.d128.bf16_bf16.causal.packed",
+                                                   "prefill.sm80.sm_90a.d128.bf16_bf16.causal.packed.lse",
                                                    "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed",
-                                                   "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed"});
-    CHECK(load_manifest(kManifests + "/llama3.json", {Arch::sm_90a, Arch::sm_80}).size() == 6);
+                                                   "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed.lse",
+                                                   "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed",
+                                                   "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed.lse"});
+    CHECK(load_manifest(kManifests + "/llama3.json", {Arch::sm_90a, Arch::sm_80}).size() == 12);
   }
 
   TEST_CASE("gemma.json: D256 bf16 causal and sliding window, fixed and packed") {
     const auto specs = load_manifest(kManifests + "/gemma.json", {Arch::sm_90a});
-    CHECK(names(specs) == std::vector<std::string>{"prefill.sm80.sm_90a.d256.bf16_bf16.causal.fixed",
-                                                   "prefill.sm80.sm_90a.d256.bf16_bf16.causal.packed",
-                                                   "prefill.sm80.sm_90a.d256.bf16_bf16.causal_win.fixed",
-                                                   "prefill.sm80.sm_90a.d256.bf16_bf16.causal_win.packed",
-                                                   "prefill.sm90a.sm_90a.d256.bf16_bf16.causal.fixed",
-                                                   "prefill.sm90a.sm_90a.d256.bf16_bf16.causal.packed",
-                                                   "prefill.sm90a.sm_90a.d256.bf16_bf16.causal_win.fixed",
-                                                   "prefill.sm90a.sm_90a.d256.bf16_bf16.causal_win.packed"});
-    CHECK(load_manifest(kManifests + "/gemma.json", {Arch::sm_80}).size() == 4);
+    std::vector<std::string> expected;
+    for (const char* family : {"sm80", "sm90a"})
+      for (const char* mask : {"causal", "causal_win"})
+        for (const char* layout : {"fixed", "packed"})
+          for (const char* lse : {"", ".lse"})
+            expected.push_back(fmt::format("prefill.{}.sm_90a.d256.bf16_bf16.{}.{}{}", family, mask, layout, lse));
+    CHECK(names(specs) == expected);
+    CHECK(load_manifest(kManifests + "/gemma.json", {Arch::sm_80}).size() == 8);
   }
 
   TEST_CASE("every shipped manifest has a description and expands to supported specs for every arch") {
@@ -72,6 +77,14 @@ TEST_SUITE("tools/manifests") {
           if (spec.family != KernelFamily::sm90a) continue;
           KernelSpec twin = spec;
           twin.family = KernelFamily::sm80;
+          CAPTURE(canonical_name(spec));
+          CHECK(std::find(specs.begin(), specs.end(), twin) != specs.end());
+        }
+        // Every kernel has its lse twin (and the other way round): a call or a plan's run that asks
+        // for lse finds its kernel precompiled too, and a plan loads both.
+        for (const KernelSpec& spec : specs) {
+          KernelSpec twin = spec;
+          twin.lse = !spec.lse;
           CAPTURE(canonical_name(spec));
           CHECK(std::find(specs.begin(), specs.end(), twin) != specs.end());
         }

@@ -68,6 +68,7 @@ def jit_cold_compile(specs=JIT_SPECS, families=JIT_FAMILIES, arch: str = "sm_90a
                                     "output_dtype": dout,
                                     "mask": mask,
                                     "layout": layout,
+                                    "lse": False,
                                 }
                             ],
                         }

@@ -86,6 +86,8 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
   auto kernel = std::make_unique<LoadedKernel>();
   kernel->name = source.name;
   try {
+    // The symbol spells the whole spec, the lse axis included (a module of the other twin has no
+    // such function), so the axis needs no module global of its own.
     check(cu.cuModuleGetFunction(&kernel->function, module, source.symbol.c_str()),
           fmt::format("kernel {}: cuModuleGetFunction({})", source.name, source.symbol));
     if (source.has_planner)
