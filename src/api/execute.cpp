@@ -13,6 +13,7 @@
 #include "common/knobs.hpp"
 #include "jit/driver/device_context.hpp"
 #include "jit/driver/driver_api.hpp"
+#include "jit/driver/workspace_pool.hpp"
 #include "plan/kernel_params.hpp"
 #include "plan/launch_plan.hpp"
 
@@ -21,11 +22,13 @@ namespace tsattn {
 namespace {
 
 // Device memory for one call, allocated and freed in stream order (so concurrent calls on
-// different streams never share it, and a captured call's buffer becomes part of the graph).
+// different streams never share it, and a captured call's buffer becomes part of the graph), from
+// a pool that keeps freed memory for the next call (jit/driver/workspace_pool.hpp).
 class StreamBuffer {
  public:
-  StreamBuffer(size_t bytes, CUstream stream) : stream_(stream) {
-    driver::check(driver::api().cuMemAllocAsync(&pointer_, bytes, stream), "cuMemAllocAsync (tsattn workspace)");
+  StreamBuffer(size_t bytes, CUstream stream, int device_id) : stream_(stream) {
+    driver::check(driver::api().cuMemAllocFromPoolAsync(&pointer_, bytes, driver::workspace_pool(device_id), stream),
+                  "cuMemAllocFromPoolAsync (tsattn workspace)");
   }
   ~StreamBuffer() { driver::api().cuMemFreeAsync(pointer_, stream_); }
   StreamBuffer(const StreamBuffer&) = delete;
@@ -69,7 +72,7 @@ void launch(const Problem& p, const LaunchPlan& plan, const driver::LoadedKernel
             CUstream stream) {
   const WorkspaceLayout& layout = plan.workspace;
   std::optional<StreamBuffer> workspace, transposed_v;
-  if (layout.bytes > 0) workspace.emplace(layout.bytes, stream);
+  if (layout.bytes > 0) workspace.emplace(layout.bytes, stream, p.device_id);
   LaunchMemory memory;
   memory.workspace = workspace ? workspace->get() : 0;
   if (layout.upload_bytes > 0) {
@@ -78,7 +81,7 @@ void launch(const Problem& p, const LaunchPlan& plan, const driver::LoadedKernel
                   "uploading the tile list");
   }
   if (plan.transpose_ctas > 0) {
-    transposed_v.emplace(choice.transposed_v->bytes, stream);
+    transposed_v.emplace(choice.transposed_v->bytes, stream, p.device_id);
     memory.transposed_v = transposed_v->get();
   }
   TsattnPrefillParams params = make_kernel_params(p);
