@@ -2,7 +2,7 @@
 //
 // The sm90a 16-bit modules carry a second kernel launched in clusters of 2 CTAs that share every
 // K/V tile through TMA multicast, which halves the L2 -> shared memory traffic; on a GPU held at
-// its power limit that energy is clock (docs/PERF.md, sm90a v7/v8/v12). The two CTAs must read
+// its power limit that energy is clock (docs/decisions.md, the `pairable` row). The two CTAs must read
 // the same K/V tiles:
 //   along heads: query heads 2k and 2k + 1 of one query tile, one kv head when the GQA group is
 //     even;

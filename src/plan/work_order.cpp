@@ -16,13 +16,12 @@ namespace {
 constexpr int kCausalChunks[] = {1, 2, 4, 8, 16};  // the candidates, smallest first
 constexpr int kLargestCausalChunk = 16;
 // From this many items per slot on, round-robin evens out most of what a chunk of 16 tiles mixes
-// (the model predicts at most 2.5% for the shapes of docs/PERF.md v11) and the L2 reuse is worth
-// more (MHA causal S16K, 31 items per CTA: +15% measured against one tile per chunk), so nothing
-// is simulated.
+// and the L2 reuse is worth more, so nothing is simulated (docs/decisions.md, host scheduling
+// constants).
 constexpr double kWavesWithoutModel = 24;
 constexpr double kTolerance = 1.02;  // a larger chunk may cost this much predicted balance
 // A work item's cost in key tiles of 128: its tiles plus a fixed part (prologue, first softmax,
-// last PV, output stores), which docs/PERF.md v9 fitted at ~1.4 key steps.
+// last PV, output stores; docs/decisions.md).
 constexpr double kKeyTile = 128, kItemOverhead = 1.5;
 
 double item_cost(int64_t keys) { return std::ceil(static_cast<double>(keys) / kKeyTile) + kItemOverhead; }

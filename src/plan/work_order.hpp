@@ -39,16 +39,12 @@ double key_tiles_per_cta(const Problem& p, int block_m, const std::vector<Tsattn
 
 // Whether the CTAs of an sm90a launch (of a kernel that can) claim their slots from a counter
 // (prefill_params.h, work_counter) instead of taking them in static turns. The static turn gives
-// a CTA every slots-th item, so with items of unequal cost some CTAs finish well before others
-// (the cost model above: ~3% of a causal call's time at the tail); a claim goes to whichever CTA
-// is free. Claims cost ~3 us per call (the counter's allocation and memset and the claims,
-// measured together: docs/PERF.md v16) and a wait for the claim at each item, which short calls
-// do not win back: B1 causal S1K-S2K (9-33 key tiles per CTA) lost 7-8% against static turns and
-// S4K (128) 1%, while S8K (504) gained 2% and B4 S4K (512) 3.6%. So
-// "auto" claims when the items differ in cost (every mask but dense, and packed requests of
-// different lengths) and there are at least kMinKeyTilesPerCta of work per CTA. `forced` is
-// TSATTN_WORK_ORDER: "auto", "static" or "dynamic". The work (key_tiles_per_cta of block_m,
-// host_tiles and ctas) is computed only when "auto" needs it.
+// a CTA every slots-th item, so with items of unequal cost some CTAs finish well before others; a
+// claim goes to whichever CTA is free. Claims cost a wait at each item, which short calls do not
+// win back (docs/decisions.md, kMinKeyTilesPerCta). So "auto" claims when the items differ in cost (every mask but
+// dense, and packed requests of different lengths) and there are at least kMinKeyTilesPerCta of work per CTA. `forced`
+// is TSATTN_WORK_ORDER: "auto", "static" or "dynamic". The work (key_tiles_per_cta of block_m, host_tiles and ctas) is
+// computed only when "auto" needs it.
 constexpr double kMinKeyTilesPerCta = 256;
 bool claims_dynamically(const Problem& p, std::string_view forced, int block_m,
                         const std::vector<TsattnTile>* host_tiles, int64_t ctas);
