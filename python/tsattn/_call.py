@@ -4,7 +4,6 @@ checked by _args), on torch's current stream."""
 from __future__ import annotations
 
 import ctypes
-import struct
 import threading
 from typing import Optional
 
@@ -78,24 +77,14 @@ def run(
         _library.check(status)
 
 
-# The merges take their six (four) views in a buffer of their own, with no options struct.
-_NO_OPTIONS = struct.Struct("")
+# The merges put their six (four) views into the thread's buffer too; they pass no options struct.
 _MERGE_NAMES = ("v_a", "s_a", "v_b", "s_b", "out", "s_out")
 _MERGES_NAMES = ("v", "s", "out", "s_out")
 
 
-def _merge_buffer() -> ViewBuffer:
-    """This thread's views for merges."""
-    try:
-        return _buffers.merge_views
-    except AttributeError:
-        _buffers.merge_views = ViewBuffer(len(_MERGE_NAMES), _NO_OPTIONS)
-        return _buffers.merge_views
-
-
 def _merge(function: str, tensors, names) -> None:
     """One merge call: the tensors' views, then the stream of the first one's device."""
-    views = _merge_buffer()
+    views = _buffer()
     addresses = [views.put(slot, tensor, name) for slot, (tensor, name) in enumerate(zip(tensors, names))]
     device = tensors[0].get_device()
     status = _library.function(function)(*addresses, current_stream(device) if device >= 0 else 0)
