@@ -50,6 +50,7 @@ PrefillPlan::PrefillPlan(const tsattn_prefill_plan_options* options) : settings_
   };
   work_order_ = snapshot(Knob::work_order);
   split_tail_ = snapshot(Knob::split_tail);
+  cta_pairs_ = snapshot(Knob::cta_pairs);
   knobs_ = [this](Knob which) { return knob(which); };
 
   // The twins share their traits, so their bounds agree but for what the driver reports (occupancy,
@@ -81,6 +82,7 @@ PrefillPlan::~PrefillPlan() {
 std::string PrefillPlan::knob(Knob which) const {
   const KnobValue* value = which == Knob::work_order   ? &work_order_
                            : which == Knob::split_tail ? &split_tail_
+                           : which == Knob::cta_pairs  ? &cta_pairs_
                                                        : nullptr;
   if (value == nullptr) return knob_string(which);
   if (value->error) throw *value->error;

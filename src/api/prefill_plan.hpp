@@ -76,7 +76,7 @@ class PrefillPlan {
   // [0]: the settings' kernel, [1]: its twin that writes lse; a run takes [1] exactly when it
   // passes an lse output, as the one-shot call would.
   std::array<PlanKernel, 2> kernels_;
-  KnobValue work_order_, split_tail_;
+  KnobValue work_order_, split_tail_, cta_pairs_;
   KnobReader knobs_;
   PlanWorkspace layout_;
   driver::DeviceBuffer workspace_;

@@ -28,6 +28,7 @@ constexpr std::array<std::string_view, 5> kLogLevels = {"off", "error", "warn", 
 constexpr std::array<std::string_view, 3> kKernelFamilies = {"auto", "sm80", "sm90a"};
 constexpr std::array<std::string_view, 3> kWorkOrders = {"auto", "static", "dynamic"};
 constexpr std::array<std::string_view, 3> kSplitTails = {"auto", "off", "on"};
+constexpr std::array<std::string_view, 3> kCtaPairs = {"auto", "off", "on"};
 
 using enum KnobType;
 
@@ -104,6 +105,10 @@ constexpr std::array kKnobs = {
              "whether sm90a dense fixed-layout calls in static order split their last two rounds of work items by "
              "key tiles so that every CTA ends together (auto: where the cost model predicts a gain)",
              false, kSplitTails},
+    KnobInfo{Knob::cta_pairs, "TSATTN_CTA_PAIRS", enumeration, "auto",
+             "whether sm90a 16-bit launches run in CTA pairs that share each K/V tile (auto: where the module can, "
+             "except pairs along query tiles for short requests; on: wherever the module can; off: single CTAs)",
+             false, kCtaPairs},
     KnobInfo{Knob::library,
              "TSATTN_LIBRARY",
              path,

@@ -29,6 +29,7 @@ enum class Knob {
   kernel_family,
   work_order,
   split_tail,
+  cta_pairs,
   library,
   nvrtc_library,
   test_seed,

@@ -1,11 +1,21 @@
 #include "plan/cta_pairs.hpp"
 
+#include <algorithm>
+
 namespace tsattn {
 
-PairAxis choose_pair_axis(const Problem& p, PairsKernel kernel) {
+PairAxis choose_pair_axis(const Problem& p, PairsKernel kernel, std::string_view forced) {
+  if (forced == "off") return PairAxis::none;
   if (kernel.along_heads && p.group_size() % 2 == 0) return PairAxis::heads;
-  if (kernel.along_query_tiles && p.group_size() % 2 == 1) return PairAxis::query_tiles;
+  if (kernel.along_query_tiles && p.group_size() % 2 == 1 && (forced == "on" || !query_tile_pairs_waste(p)))
+    return PairAxis::query_tiles;
   return PairAxis::none;
+}
+
+bool query_tile_pairs_waste(const Problem& p) {
+  const int64_t rows = p.layout == Layout::fixed ? p.q_tokens : p.q_tokens / std::max<int64_t>(1, p.batch);
+  if (p.layout == Layout::fixed) return p.mask == MaskMode::causal && rows <= kShortCausalRows;
+  return rows <= (p.mask == MaskMode::causal ? kShortPackedCausalRows : kShortPackedRows);
 }
 
 int64_t list_tile_rows(PairAxis axis, int64_t block_m) { return axis == PairAxis::query_tiles ? 2 * block_m : block_m; }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "api/problem.hpp"
 
@@ -28,7 +29,19 @@ struct PairsKernel {
   bool along_query_tiles = false;
 };
 
-PairAxis choose_pair_axis(const Problem& p, PairsKernel kernel);
+// `forced` is TSATTN_CTA_PAIRS: "on" pairs wherever the kernel can, "auto" too except along query
+// tiles where query_tile_pairs_waste, "off" never.
+PairAxis choose_pair_axis(const Problem& p, PairsKernel kernel, std::string_view forced = "auto");
+
+// Whether pairs along query tiles cost more than their shared K/V saves, by the mean query rows
+// per request: a causal pair's first tile walks one key tile more, a large share of a short
+// request's work, and a packed request's last pair half-fills more often the shorter it is
+// (docs/decisions.md, "CTA pairs for short requests"). Single CTAs run those calls. The packed
+// bounds are lower: a mean hides the long requests of a ragged batch, where pairs still pay.
+constexpr int64_t kShortCausalRows = 2048;
+constexpr int64_t kShortPackedCausalRows = 1024;
+constexpr int64_t kShortPackedRows = 512;
+bool query_tile_pairs_waste(const Problem& p);
 
 // Rows per tile of the work list: a pair along query tiles plans tiles of both CTAs' rows.
 int64_t list_tile_rows(PairAxis axis, int64_t block_m);

@@ -119,8 +119,12 @@ bool claims_dynamically(const Problem& p, std::string_view forced, int block_m,
                         const std::vector<TsattnTile>* host_tiles, int64_t ctas) {
   if (forced == "static") return false;
   if (forced == "dynamic") return true;
-  const bool uniform_items = p.layout == Layout::fixed && p.mask == MaskMode::dense;
-  return !uniform_items && key_tiles_per_cta(p, block_m, host_tiles, ctas) >= kMinKeyTilesPerCta;
+  if (p.layout == Layout::fixed && p.mask == MaskMode::dense) return false;  // uniform items
+  // Where claims won at every size measured (docs/decisions.md, kMinKeyTilesPerCta): requests of
+  // different lengths, and plain causal D128 batches of several requests.
+  if (p.layout == Layout::packed) return true;
+  if (p.mask == MaskMode::causal && p.window_left < 1 && p.batch >= 2 && p.head_dim == 128) return true;
+  return key_tiles_per_cta(p, block_m, host_tiles, ctas) >= kMinKeyTilesPerCta;
 }
 
 int tiles_per_chunk(const Problem& p, int block_m, const std::vector<TsattnTile>* host_tiles, int64_t max_tiles,

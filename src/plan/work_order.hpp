@@ -41,8 +41,9 @@ double key_tiles_per_cta(const Problem& p, int block_m, const std::vector<Tsattn
 // (prefill_params.h, work_counter) instead of taking them in static turns. The static turn gives
 // a CTA every slots-th item, so with items of unequal cost some CTAs finish well before others; a
 // claim goes to whichever CTA is free. Claims cost a wait at each item, which short calls do not
-// win back (docs/decisions.md, kMinKeyTilesPerCta). So "auto" claims when the items differ in cost (every mask but
-// dense, and packed requests of different lengths) and there are at least kMinKeyTilesPerCta of work per CTA. `forced`
+// win back (docs/decisions.md, kMinKeyTilesPerCta). So "auto" claims for packed requests (of different
+// lengths), for plain causal D128 batches of two or more requests, and for every other call whose items
+// differ in cost (every mask but dense) with at least kMinKeyTilesPerCta of work per CTA. `forced`
 // is TSATTN_WORK_ORDER: "auto", "static" or "dynamic". The work (key_tiles_per_cta of block_m, host_tiles and ctas) is
 // computed only when "auto" needs it.
 constexpr double kMinKeyTilesPerCta = 256;

@@ -16,6 +16,7 @@
 #include "common/log.hpp"
 #include "gpu/attention_case.hpp"
 #include "jit/driver/device_context.hpp"
+#include "support/scoped_env.hpp"
 
 namespace tsattn::test {
 namespace {
@@ -262,6 +263,10 @@ TEST_SUITE("gpu/attention") {
     std::mt19937_64 rng(test_seed());
     ErrorSummary summary;
     CapturedLog log(LogLevel::debug);
+    // Pairs wherever the module can: these requests are short enough for "auto" to run single CTAs
+    // along query tiles (query_tile_pairs_waste), and the paired paths are what this test checks.
+    testing::ScopedEnv env;
+    env.set("TSATTN_CTA_PAIRS", "on");
     size_t launches_seen = 0;
     // check_case launches the kernel once: its launch line says how (plan/cta_pairs.hpp).
     // `axis`: "heads", "query tiles", or "" for one CTA per item.

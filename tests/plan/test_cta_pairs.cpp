@@ -17,7 +17,7 @@ namespace {
 Problem heads_problem(int qo_heads, int kv_heads, MaskMode mask) {
   Problem p;
   p.batch = 1;
-  p.q_tokens = p.kv_tokens = 1000;
+  p.q_tokens = p.kv_tokens = 4000;
   p.num_qo_heads = qo_heads;
   p.num_kv_heads = kv_heads;
   p.head_dim = 128;
@@ -39,6 +39,29 @@ TEST_SUITE("plan/cta_pairs") {
         CHECK(choose_pair_axis(heads_problem(qo, kv, mask), heads_only) == PairAxis::none);
         CHECK(choose_pair_axis(heads_problem(qo, kv, mask), none) == PairAxis::none);
       }
+      // Short requests: fixed causal ones (up to kShortCausalRows query rows each) and packed ones
+      // (up to kShortPackedCausalRows or kShortPackedRows on average) run in single CTAs; pairs
+      // along heads stay.
+      Problem short_request = heads_problem(32, 32, mask);
+      short_request.q_tokens = short_request.kv_tokens = kShortCausalRows;
+      const bool causal = mask == MaskMode::causal;
+      CHECK(query_tile_pairs_waste(short_request) == causal);
+      CHECK(choose_pair_axis(short_request, both) == (causal ? PairAxis::none : PairAxis::query_tiles));
+      CHECK(choose_pair_axis(short_request, both, "on") == PairAxis::query_tiles);
+      short_request.num_kv_heads = 8;
+      CHECK(choose_pair_axis(short_request, both) == PairAxis::heads);
+      Problem packed = heads_problem(32, 32, mask);
+      packed.layout = Layout::packed;
+      packed.batch = 8;
+      const int64_t bound = causal ? kShortPackedCausalRows : kShortPackedRows;
+      packed.q_tokens = packed.kv_tokens = 8 * bound + 8;  // a mean just above the bound
+      CHECK_FALSE(query_tile_pairs_waste(packed));
+      packed.q_tokens = packed.kv_tokens = 8 * bound;
+      CHECK(query_tile_pairs_waste(packed));
+      // TSATTN_CTA_PAIRS=off: single CTAs whatever the kernel can do
+      CHECK(choose_pair_axis(heads_problem(32, 8, mask), both, "off") == PairAxis::none);
+      CHECK(choose_pair_axis(heads_problem(32, 32, mask), both, "off") == PairAxis::none);
+      CHECK(choose_pair_axis(heads_problem(32, 32, mask), both, "auto") == PairAxis::query_tiles);
     }
     CHECK(list_tile_rows(PairAxis::query_tiles, 128) == 256);
     CHECK(list_tile_rows(PairAxis::heads, 128) == 128);

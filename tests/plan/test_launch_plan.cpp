@@ -43,13 +43,15 @@ KernelFacts hopper_kernel() {
 }
 
 // The knobs a test sets; asking for one it left empty fails the test (the plan must not consult it).
+// TSATTN_CTA_PAIRS steers every launch of a pairs kernel, so tests leave it "auto" unless they say.
 struct Knobs {
-  std::string work_order, split_tail;
+  std::string work_order, split_tail, cta_pairs = "auto";
 };
 KnobReader reader(Knobs knobs) {
   return [knobs](Knob knob) -> std::string {
     const std::string& value = knob == Knob::work_order   ? knobs.work_order
                                : knob == Knob::split_tail ? knobs.split_tail
+                               : knob == Knob::cta_pairs  ? knobs.cta_pairs
                                                           : std::string();
     if (value.empty()) FAIL("the plan read a knob it should not need: ", static_cast<int>(knob));
     return value;
@@ -212,17 +214,23 @@ TEST_SUITE("plan/launch_plan") {
     CHECK_FALSE(heads.workspace.clear_work_counter);
 
     // MHA: a pair along query tiles walks tiles of 256 rows.
-    const Problem mha = fixed(1, 1000, 1000, 8, 8, MaskMode::causal);
+    const Problem mha = fixed(1, 2100, 2100, 2, 2, MaskMode::causal);
     const LaunchPlan tiles = plan_launch(mha, hopper_kernel(), kMultiprocessors, reader({"static", ""}));
     CHECK(tiles.pair_axis == PairAxis::query_tiles);
     CHECK(tiles.tile_rows == 256);
-    CHECK(tiles.max_tiles == 4);  // ceil(1000 / 256)
-    CHECK(tiles.items == 32);
-    CHECK(tiles.walkers.slots == 32);  // fewer items than the 66 clusters that fit
+    CHECK(tiles.max_tiles == 9);  // ceil(2100 / 256)
+    CHECK(tiles.items == 18);
+    CHECK(tiles.walkers.slots == 18);  // fewer items than the 66 clusters that fit
     CHECK(tiles.walkers.items_per_slot == 1);
     TsattnPrefillParams params{};
     fill_launch_params(tiles, 0, params);
     CHECK(params.pair_tiles == 1);
+    // TSATTN_CTA_PAIRS=off, or requests too short for pairs to pay: single CTAs.
+    CHECK(plan_launch(mha, hopper_kernel(), kMultiprocessors, reader({"static", "", "off"})).pair_axis ==
+          PairAxis::none);
+    const Problem short_mha = fixed(1, 1000, 1000, 2, 2, MaskMode::causal);
+    CHECK(plan_launch(short_mha, hopper_kernel(), kMultiprocessors, reader({"static", ""})).pair_axis ==
+          PairAxis::none);
 
     // The module does not pair along query tiles: single CTAs of 128-row tiles.
     KernelFacts heads_only = hopper_kernel();
@@ -230,8 +238,8 @@ TEST_SUITE("plan/launch_plan") {
     const LaunchPlan single = plan_launch(mha, heads_only, kMultiprocessors, reader({"static", ""}));
     CHECK(single.pair_axis == PairAxis::none);
     CHECK(single.tile_rows == 128);
-    CHECK(single.max_tiles == 8);
-    CHECK(single.walkers.slots == 64);
+    CHECK(single.max_tiles == 17);
+    CHECK(single.walkers.slots == 34);
     CHECK(single.walkers.items_per_slot == 1);
 
     // No cluster of two fits: no pairs at all.

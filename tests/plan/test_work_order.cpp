@@ -27,6 +27,7 @@ Problem one_sequence_gqa4(int64_t tokens) {
   p.q_tokens = p.kv_tokens = tokens;
   p.num_qo_heads = 32;
   p.num_kv_heads = 8;
+  p.head_dim = 128;
   return p;
 }
 
@@ -211,6 +212,16 @@ TEST_SUITE("plan/work_order") {
     p.batch = 8;  // the same shape eight times over
     CHECK(key_tiles_per_cta(p, 128, nullptr, 132) == doctest::Approx(8 * s2k));
     CHECK(claims_dynamically(p, "auto", 128, nullptr, 132));
+    p.q_tokens = p.kv_tokens = 512;  // a causal D128 batch claims however little work each CTA has
+    CHECK(key_tiles_per_cta(p, 128, nullptr, 132) < 256);
+    CHECK(claims_dynamically(p, "auto", 128, nullptr, 132));
+    p.head_dim = 256;  // D256 batches claim only with enough work
+    CHECK_FALSE(claims_dynamically(p, "auto", 128, nullptr, 132));
+    p.head_dim = 128;
+    p.window_left = 64;  // so do windowed ones
+    CHECK_FALSE(claims_dynamically(p, "auto", 128, nullptr, 132));
+    p.window_left = -1;
+    p.q_tokens = p.kv_tokens = 2048;
     p.mask = MaskMode::dense;  // every item of a fixed dense call costs the same
     CHECK_FALSE(claims_dynamically(p, "auto", 128, nullptr, 132));
     CHECK(claims_dynamically(p, "dynamic", 128, nullptr, 1000000));  // forced, however little work
@@ -227,7 +238,8 @@ TEST_SUITE("plan/work_order") {
     const std::vector<TsattnTile> host = plan_tiles_on_host(p, 128);
     CHECK(key_tiles_per_cta(p, 128, &host, 4) == doctest::Approx((8.0 * 8 + 2 * 2) * 32 / 4));
     CHECK(claims_dynamically(p, "auto", 128, &host, 4));
-    CHECK_FALSE(claims_dynamically(p, "auto", 128, &host, 132));
+    CHECK(claims_dynamically(p, "auto", 128, &host, 132));  // packed requests claim however little work
+    CHECK_FALSE(claims_dynamically(p, "static", 128, &host, 4));
     // Planned on the device: the work is unknown on the host, and ragged batches gain the most.
     p.indptr_on_host = false;
     CHECK(key_tiles_per_cta(p, 128, nullptr, 132) == std::numeric_limits<double>::infinity());

@@ -107,10 +107,11 @@ def test_variable_windows_in_both_orders(monkeypatch):
 
 _PROBE = """
 import torch, tsattn
-def call(mask, lengths, heads):
+def call(mask, lengths, heads, batch=1):
     q = torch.randn(sum(lengths), heads, 128, device="cuda", dtype=torch.bfloat16)
     if len(lengths) == 1:
-        tsattn.batch_prefill(q[None], q[None], q[None], mask_type=mask)
+        q = q[None].repeat(batch, 1, 1, 1)
+        tsattn.batch_prefill(q, q, q, mask_type=mask)
     else:
         starts = torch.tensor([0] + lengths, dtype=torch.int32).cumsum(0).to(torch.int32)
         tsattn.batch_prefill(q, q, q, mask_type=mask, qo_indptr=starts, kv_indptr=starts)
@@ -119,6 +120,8 @@ call("dense", [1024], 32)         # items all alike
 call("causal", [8192], 32)        # unequal items, 504 key tiles per CTA
 call("causal", [300], 8)          # unequal items, but a few key tiles per CTA
 call("dense", [4096, 8192], 32)   # requests of different lengths, 1241 key tiles per CTA
+call("dense", [300, 200], 8)      # requests of different lengths, however little work
+call("causal", [300], 8, batch=2) # a causal D128 batch of two, however little work
 """
 
 
@@ -145,9 +148,9 @@ def test_the_order_each_launch_takes():
     if os.environ.get("TSATTN_KERNEL_FAMILY", "auto") not in ("", "auto", "sm90a"):
         pytest.skip("skipped: TSATTN_KERNEL_FAMILY forces another kernel family")
     # _PROBE's key tiles per CTA (for 132 SMs) are far from the threshold of 256 on any Hopper GPU.
-    assert _launch_orders("auto") == ["static", "dynamic", "static", "dynamic"]
-    assert _launch_orders("static") == ["static"] * 4
-    assert _launch_orders("dynamic") == ["dynamic"] * 4
+    assert _launch_orders("auto") == ["static", "dynamic", "static", "dynamic", "dynamic", "dynamic"]
+    assert _launch_orders("static") == ["static"] * 6
+    assert _launch_orders("dynamic") == ["dynamic"] * 6
 
 
 @pytest.mark.parametrize("layout", ["fixed", "packed_gpu_indptrs"])

@@ -5,9 +5,11 @@ attn_implementation="sdpa" and "tsattn" (tsattn.integrations.transformers).
 Each model is a few decoder layers at its real width, heads and head dim (random bf16 weights,
 built from a config on the GPU: no downloads), run as its backbone (embeddings, the layers, the
 final norm; no LM head) on B prompts of S tokens. Times are CUDA events around one forward, the
-median of --reps after warm-up (tsattn's first calls compile their kernels). A third run with an
-attention that does nothing ("none") gives the rest of the model's time, so each row also shows
-the attention's share: total minus that floor. Every tsattn run must have run all its attention
+median of --reps after warm-up (tsattn's first calls compile their kernels). A third
+implementation, an attention that does nothing ("none"), gives the rest of the model's time, so
+each row also shows the attention's share: total minus that floor. The three take turns within
+every repetition (sdpa, tsattn, none; then tsattn, none, sdpa; ...), so that a drift of the GPU's
+clocks or of the host's speed during the run moves all three alike. Every tsattn run must have run all its attention
 calls on tsattn (the counts are in the JSON), and its output is compared with SDPA's.
 
 usage: TSATTN_LIBRARY=build/libtsattn.so PYTHONPATH=python python3 tools/bench/transformers_e2e.py \\
@@ -98,26 +100,19 @@ def no_attention(module, query, key, value, attention_mask, **kwargs):
     return query.new_zeros(query.shape[0], query.shape[2], query.shape[1], value.shape[-1]), None
 
 
-def time_ms(call, reps: int, warmup: int, device: str):
-    for _ in range(warmup):
-        call()
+def forward_ms(call, device: str) -> float:
+    """One forward's time (ms): CUDA events on an idle GPU, or the host's clock on the CPU."""
     if device == "cuda":
         torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            call()
-            stop.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(stop))
-        return times
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
         call()
-        times.append(1e3 * (time.perf_counter() - t0))
-    return times
+        stop.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(stop)
+    t0 = time.perf_counter()
+    call()
+    return 1e3 * (time.perf_counter() - t0)
 
 
 def inputs(batch: int, seq: int, padded: bool, device: str):
@@ -130,21 +125,33 @@ def inputs(batch: int, seq: int, padded: bool, device: str):
     return ids.to(device), (mask.to(device) if padded else None)
 
 
-def measure(model, impl, ids, mask, reps, warmup, device):
-    """(output, median ms, tsattn's counts of the first call) of the backbone under `impl`."""
+IMPLEMENTATIONS = ("sdpa", "tsattn", "none")
+
+
+def measure(model, ids, mask, reps, warmup, device):
+    """{implementation: (output, median ms)} of the backbone, and tsattn's counts of its first
+    forward. The implementations take turns in every repetition, each starting the turn in order."""
     import tsattn.integrations.transformers as tsattn_hf
 
-    model.set_attn_implementation(impl)
-    tsattn_hf.reset_stats()
+    def forward():
+        return model(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    outs, times = {}, {impl: [] for impl in IMPLEMENTATIONS}
     with torch.inference_mode():
-
-        def call():
-            return model(input_ids=ids, attention_mask=mask).last_hidden_state
-
-        out = call()  # the first call: tsattn compiles or loads its kernels
-        calls = tsattn_hf.stats()
-        times = time_ms(call, reps, warmup, device)
-    return out, statistics.median(times), calls
+        for impl in IMPLEMENTATIONS:  # first calls: tsattn compiles or loads its kernels
+            model.set_attn_implementation(impl)
+            tsattn_hf.reset_stats()
+            outs[impl] = forward()
+            if impl == "tsattn":
+                calls = tsattn_hf.stats()  # where one forward's attention calls ran
+        for rep in range(warmup + reps):
+            for turn in range(len(IMPLEMENTATIONS)):
+                impl = IMPLEMENTATIONS[(rep + turn) % len(IMPLEMENTATIONS)]
+                model.set_attn_implementation(impl)
+                ms = forward_ms(forward, device)
+                if rep >= warmup:
+                    times[impl].append(ms)
+    return {impl: (outs[impl], statistics.median(times[impl])) for impl in IMPLEMENTATIONS}, calls
 
 
 def run(models, seqs, batch=1, padded=False, layers=4, reps=20, warmup=3, device="cuda", tiny=False):
@@ -160,11 +167,9 @@ def run(models, seqs, batch=1, padded=False, layers=4, reps=20, warmup=3, device
         for seq in seqs:
             ids, mask = inputs(batch, seq, padded, device)
             row = dict(model=name, seq=seq, batch=batch, padded=padded, layers=layers)
-            outs = {}
-            for impl in ("sdpa", "tsattn", "none"):
-                outs[impl], row[f"{impl}_ms"], calls = measure(model, impl, ids, mask, reps, warmup, device)
-                if impl == "tsattn":
-                    row["tsattn_calls"] = calls  # where one forward's attention calls ran
+            results, row["tsattn_calls"] = measure(model, ids, mask, reps, warmup, device)
+            outs = {impl: out for impl, (out, _) in results.items()}
+            row.update({f"{impl}_ms": ms for impl, (_, ms) in results.items()})
             floor = row["none_ms"]
             row["speedup"] = row["sdpa_ms"] / row["tsattn_ms"]
             row["sdpa_attention_ms"] = row["sdpa_ms"] - floor
