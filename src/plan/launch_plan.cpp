@@ -32,9 +32,11 @@ WorkspaceLayout workspace_layout(const Problem& p, const LaunchPlan& plan, const
   const auto indptr_bytes = static_cast<size_t>(p.batch + 1) * sizeof(int32_t);
   switch (plan.tile_list) {
     case TileList::implicit:
-      // The counter comes first whenever the kernel can claim dynamically, so in a plan's
-      // workspace those bytes hold only the counter, which the launches leave at zero.
-      if (kernel.dynamic_order) w.work_counter = packer.add(sizeof(unsigned long long));
+      // The counter comes first whenever the kernel can claim dynamically and the launch uses the
+      // workspace at all, so in a plan's workspace those bytes hold only the counter, which the
+      // launches leave at zero. A static launch without a split tail needs no workspace.
+      if (kernel.dynamic_order && (plan.dynamic_order || plan.split_slots > 0))
+        w.work_counter = packer.add(sizeof(unsigned long long));
       w.clear_work_counter = plan.dynamic_order;
       if (plan.split_slots > 0) {
         // Per boundary between walkers (< walkers) and CTA: a count per consumer warp (8), and a

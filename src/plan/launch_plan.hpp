@@ -51,8 +51,8 @@ struct Region {
 
 // The call's one stream-ordered workspace. Every region starts at a 16-byte boundary (the split
 // partials at 256). By layout:
-//   fixed: the work counter (kernels that can claim dynamically), then the split tail's counts
-//     and partials (when it has one);
+//   fixed: the work counter (kernels that can claim dynamically, unless the launch is in static
+//     order without a split tail: then no workspace), then the split tail's counts and partials;
 //   packed, host indptrs: tile count, tiles, qo and kv indptr copies, work counter, all uploaded;
 //   packed, GPU indptrs: tile count, work counter and room for max_tiles tiles (the planner
 //     writes all three).

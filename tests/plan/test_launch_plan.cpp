@@ -181,11 +181,11 @@ TEST_SUITE("plan/launch_plan") {
     fill_launch_params(dynamic, 0x20000, params);
     CHECK(reinterpret_cast<uintptr_t>(params.work_counter) == 0x20000);
 
-    // A causal list is never split; static order reads no counter (its bytes stay reserved, so
-    // in a plan's workspace they only ever hold the counter) and clears none.
+    // A causal list is never split; static order reads no counter and needs no workspace at all
+    // (nothing to allocate for a one-shot call; a plan's counter bytes stay untouched, so zero).
     const LaunchPlan fixed_turns = plan_launch(causal, kernel, kMultiprocessors, reader({"static", ""}));
     CHECK_FALSE(fixed_turns.dynamic_order);
-    CHECK(fixed_turns.workspace.bytes == 8);
+    CHECK(fixed_turns.workspace.bytes == 0);
     CHECK_FALSE(fixed_turns.workspace.clear_work_counter);
     TsattnPrefillParams static_params{};
     fill_launch_params(fixed_turns, 0x20000, static_params);
@@ -210,7 +210,7 @@ TEST_SUITE("plan/launch_plan") {
     CHECK(heads.walkers.items_per_slot == 2);
     CHECK(heads.slots() == 1024);
     CHECK(heads.split_slots == 0);
-    CHECK(heads.workspace.bytes == 8);  // the counter's bytes, unused in static order
+    CHECK(heads.workspace.bytes == 0);  // static order without a split tail: no workspace
     CHECK_FALSE(heads.workspace.clear_work_counter);
 
     // MHA: a pair along query tiles walks tiles of 256 rows.
@@ -275,7 +275,7 @@ TEST_SUITE("plan/launch_plan") {
     }
     const LaunchPlan off = plan_launch(p, hopper_kernel(), kMultiprocessors, reader({"auto", "off"}));
     CHECK(off.split_slots == 0);
-    CHECK(off.workspace.bytes == 8);  // the counter's bytes only
+    CHECK(off.workspace.bytes == 0);  // no split tail, static order: no workspace
     // Dynamic order never splits, and does not ask for TSATTN_SPLIT_TAIL.
     const LaunchPlan dynamic = plan_launch(p, hopper_kernel(), kMultiprocessors, reader({"dynamic", ""}));
     CHECK(dynamic.split_slots == 0);
