@@ -36,7 +36,7 @@ PairAxis choose_pair_axis(const Problem& p, PairsKernel kernel, std::string_view
 // Whether pairs along query tiles cost more than their shared K/V saves, by the mean query rows
 // per request: a causal pair's first tile walks one key tile more, a large share of a short
 // request's work, and a packed request's last pair half-fills more often the shorter it is
-// (docs/decisions.md, "CTA pairs for short requests"). Single CTAs run those calls. The packed
+// (docs/decisions.md, kShortCausalRows). Single CTAs run those calls. The packed
 // bounds are lower: a mean hides the long requests of a ragged batch, where pairs still pay.
 constexpr int64_t kShortCausalRows = 2048;
 constexpr int64_t kShortPackedCausalRows = 1024;
