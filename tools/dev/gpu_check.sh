@@ -6,7 +6,8 @@
 # per step (steps.log holds them all, in order, for tools that bring back few files), bench/ for
 # the benchmark, and a short table last on stdout.
 #   usage: tools/dev/gpu_check.sh [step ...]
-#   steps: env blocks tests sanitizer demo deploy python wheel bench (default: all but wheel and bench)
+#   steps: env blocks tests sanitizer demo deploy python wheel bench host serving
+#   (default: all but wheel, bench, host and serving)
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${OUT:-$repo/gpu-results}"
@@ -53,7 +54,10 @@ for step in "${steps[@]}"; do
       run_step racecheck racecheck.log timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 \
         build/tsattn_tests -ts='gpu/attention' -tc='strided*,Hopper: fp8*,Hopper: CTA pairs*'
       run_step memcheck-merge memcheck_merge.log timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        build/tsattn_tests -ts='gpu/merge' ;;
+        build/tsattn_tests -ts='gpu/merge'
+      # Plans: runs within and beyond their capacities, the device-planned lists of packed runs.
+      run_step memcheck-plan memcheck_plan.log timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/tsattn_tests -ts='gpu/prefill_plan' -tc='validate*,one plan serves*,packed runs*' ;;
     demo)
       for preset in llama3-8b gemma-window ragged; do
         run_step "run:$preset" "run_$preset.log" build/tsattn run --preset "$preset"
@@ -81,6 +85,16 @@ for step in "${steps[@]}"; do
     bench)
       run_step bench bench.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
         python3 tools/bench/bench.py --quick --out "$out/bench" ;;
+    host)
+      # Host time per call: C (with the driver calls' own floor), then Python beside torch SDPA.
+      run_step host-c host_c.log build/tsattn_bench_host
+      run_step host-python host_python.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
+        python3 tools/bench/run_host_time.py --batches 100 ;;
+    serving)
+      # The serving batches (issue 31's matrix) against cuDNN, bf16 and fp16, fixed and packed.
+      run_step serving serving.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
+        python3 tools/bench/bench.py --serving --contenders tsattn,cudnn --no-jit --no-ceiling --no-plots \
+        --reps 30 --out "$out/serving" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
 done
