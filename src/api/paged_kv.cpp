@@ -33,19 +33,6 @@ void check_indptr_start_and_order(const HostInt32Array& indptr, const char* name
             i - 1, indptr[i - 1]);
 }
 
-void check_pool_residency(const CheckedTensor& t, Residency residency, const CheckedTensor& k) {
-  if (residency == Residency::host) {
-    if (!t.on_host())
-      raise(ErrorKind::value, "{} must be in host memory for the CPU reference (got {})", t.name, t.device_text());
-    return;
-  }
-  if (t.view->device_type != TSATTN_DEVICE_CUDA)
-    raise(ErrorKind::value, "{} must be a CUDA tensor (got {})", t.name, t.device_text());
-  if (t.view->device_id != k.view->device_id)
-    raise(ErrorKind::value, "{} is on {} but {} is on {}; both pools must share one device", t.name, t.device_text(),
-          k.name, k.device_text());
-}
-
 PagePool make_pool(const CheckedTensor& t, PageLayout layout, int64_t page_size) {
   PagePool pool;
   pool.data = t.view->data;
@@ -185,8 +172,8 @@ PagePools check_page_pools(const tsattn_tensor_view* k_cache, const tsattn_tenso
     raise(ErrorKind::not_implemented, "k_cache and v_cache must share one dtype (got k_cache={}, v_cache={})",
           dtype_name(k.view->dtype), dtype_name(v.view->dtype));
 
-  check_pool_residency(k, residency, k);
-  check_pool_residency(v, residency, k);
+  check_residency(k, residency, k.view->device_id, k.name);
+  check_residency(v, residency, k.view->device_id, k.name);
 
   if (k.ndim() != 4)
     raise(ErrorKind::value, "k_cache must be 4-D {} for kv_layout='{}' (got shape {})", pool_shape_text(layout),

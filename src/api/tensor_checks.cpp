@@ -144,4 +144,17 @@ void check_disjoint(const CheckedTensor& out, const CheckedTensor& input) {
           out.name, a.begin, a.end, input.name, b.begin, b.end);
 }
 
+void check_residency(const CheckedTensor& t, Residency residency, int device_id, const char* anchor) {
+  if (residency == Residency::host) {
+    if (!t.on_host())
+      raise(ErrorKind::value, "{} must be in host memory for the CPU reference (got {})", t.name, t.device_text());
+    return;
+  }
+  if (t.view->device_type != TSATTN_DEVICE_CUDA)
+    raise(ErrorKind::value, "{} must be a CUDA tensor (got {})", t.name, t.device_text());
+  if (t.view->device_id != device_id)
+    raise(ErrorKind::value, "{} is on {} but {} is on cuda:{}; all tensors must share one device", t.name,
+          t.device_text(), anchor, device_id);
+}
+
 }  // namespace tsattn

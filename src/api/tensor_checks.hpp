@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "api/problem.hpp"
 #include "common/error.hpp"
 
 namespace tsattn {
@@ -76,5 +77,9 @@ void check_no_self_overlap(const CheckedTensor& t);
 
 // out must not share a byte with an input.
 void check_disjoint(const CheckedTensor& out, const CheckedTensor& input);
+
+// Host memory for the CPU reference (Residency::host), else a CUDA tensor on cuda:device_id, the
+// device of the tensor named `anchor` (every tensor of a call shares one device).
+void check_residency(const CheckedTensor& t, Residency residency, int device_id, const char* anchor);
 
 }  // namespace tsattn

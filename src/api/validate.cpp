@@ -48,19 +48,6 @@ CheckedOptions check_options(const tsattn_prefill_options* options) {
   return checked;
 }
 
-void check_residency(const CheckedTensor& t, Residency residency, int device_id) {
-  if (residency == Residency::host) {
-    if (!t.on_host())
-      raise(ErrorKind::value, "{} must be in host memory for the CPU reference (got {})", t.name, t.device_text());
-    return;
-  }
-  if (t.view->device_type != TSATTN_DEVICE_CUDA)
-    raise(ErrorKind::value, "{} must be a CUDA tensor (got {})", t.name, t.device_text());
-  if (t.view->device_id != device_id)
-    raise(ErrorKind::value, "{} is on {} but q is on cuda:{}; all tensors must share one device", t.name,
-          t.device_text(), device_id);
-}
-
 void check_rank(const CheckedTensor& t, int rank, const char* layout_text) {
   if (t.ndim() != rank)
     raise(ErrorKind::value, "{} must be {}-D {} (got shape {})", t.name, rank, layout_text, t.shape_text());
@@ -254,7 +241,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
 
   // Devices.
   p.device_id = q.view->device_id;
-  for (const CheckedTensor* t : {&q, &k, &v, &out}) check_residency(*t, residency, p.device_id);
+  for (const CheckedTensor* t : {&q, &k, &v, &out}) check_residency(*t, residency, p.device_id, "q");
 
   // Ranks and shapes.
   const char* q_layout = packed ? "[total_q, Hq, D] (packed layout)" : "[B, Sq, Hq, D] (fixed layout)";
@@ -322,7 +309,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
         if (!t->on_host())
           raise(ErrorKind::value, "{} must be on the host or on q's CUDA device (got {})", t->name, t->device_text());
       } else {
-        check_residency(*t, residency, p.device_id);
+        check_residency(*t, residency, p.device_id, "q");
         if (t->strides[0] != 1 && t->shape[0] > 1)
           raise(ErrorKind::value, "{} on the GPU must be contiguous (got stride {})", t->name, t->strides[0]);
       }
@@ -356,7 +343,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
     auto check_bounds = [&](const tsattn_tensor_view* view, const char* name) {
       const CheckedTensor bounds = inspect_tensor(view, name);
       check_int32_index(bounds);
-      check_residency(bounds, residency, p.device_id);
+      check_residency(bounds, residency, p.device_id, "q");
       if (bounds.shape != expected)
         raise(ErrorKind::value, "{}.shape={} must be {} = [{}]", name, bounds.shape_text(), bounds_layout,
               fmt::join(expected, ", "));
@@ -375,7 +362,7 @@ Problem validate_arguments(const Arguments& args, Residency residency) {
     const CheckedTensor lse = inspect_tensor(args.options->lse, "lse");
     if (lse.view->dtype != TSATTN_DTYPE_FLOAT32)
       raise(ErrorKind::type, "lse has dtype {}; it must be float32", dtype_name(lse.view->dtype));
-    check_residency(lse, residency, p.device_id);
+    check_residency(lse, residency, p.device_id, "q");
     Dims expected;
     expected.assign(q.shape.begin(), q.shape.end() - 1);
     if (lse.shape != expected)

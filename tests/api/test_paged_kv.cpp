@@ -409,7 +409,7 @@ TEST_SUITE("api/paged_kv") {
     v = v_mem.fake_cuda(0);
     vv = v.view();
     check_rejects([&] { check_page_pools(&kv, &vv, PageLayout::hnd, 32, Residency::cuda); }, ErrorKind::value,
-                  {"v_cache is on cuda:0 but k_cache is on cuda:1; both pools must share one device"});
+                  {"v_cache is on cuda:0 but k_cache is on cuda:1; all tensors must share one device"});
     v = v_mem.tensor;
     vv = v.view();
     check_rejects([&] { check_page_pools(&kv, &vv, PageLayout::hnd, 32, Residency::cuda); }, ErrorKind::value,

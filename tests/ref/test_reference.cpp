@@ -23,6 +23,7 @@
 #include "api/validate.hpp"
 #include "ref/float_formats.hpp"
 #include "ref/reference.hpp"
+#include "support/oracle_comparison.hpp"
 #include "support/tensors.hpp"
 
 namespace {
@@ -287,29 +288,6 @@ class Setup {
   std::vector<int32_t> starts_values_, ends_values_;
 };
 
-struct Comparison {
-  int64_t mismatches = 0;
-  int64_t first_bad = -1;
-  double relative_norm = 0;
-};
-
-// Elementwise |got - want| <= atol + rtol |want|; where the naive oracle left an empty row, got
-// must be exactly 0.
-Comparison compare(const std::vector<float>& got, const std::vector<double>& want, double rtol, double atol) {
-  REQUIRE(got.size() == want.size());
-  Comparison c;
-  double diff = 0, norm = 0;
-  for (size_t n = 0; n < got.size(); ++n) {
-    const double g = got[n], w = want[n];
-    const bool ok = w == 0.0 ? g == 0.0 : std::fabs(g - w) <= atol + rtol * std::fabs(w);
-    if (!ok && c.mismatches++ == 0) c.first_bad = static_cast<int64_t>(n);
-    diff += (g - w) * (g - w);
-    norm += w * w;
-  }
-  c.relative_norm = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-  return c;
-}
-
 // A configuration drawn at random (a different corner each run), within what the contract accepts.
 Case random_case(std::mt19937_64& rng) {
   auto pick = [&](auto... options) {
@@ -512,13 +490,13 @@ TEST_SUITE("ref/reference") {
       const std::vector<double> want = setup.naive();
 
       const std::vector<float> fp64 = tsattn::ref::reference_prefill(p, Accumulation::fp64);
-      const Comparison exact = compare(fp64, want, 1e-6, 1e-9);
+      const tsattn::testing::OracleComparison exact = tsattn::testing::compare_with_naive(fp64, want, 1e-6, 1e-9);
       INFO("fp64: ", exact.mismatches, " mismatches, first at ", exact.first_bad, ", relative norm ",
            exact.relative_norm);
       CHECK(exact.mismatches == 0);
 
       const std::vector<float> fp32 = tsattn::ref::reference_prefill(p, Accumulation::fp32);
-      const Comparison single = compare(fp32, want, 1e-3, 1e-5);
+      const tsattn::testing::OracleComparison single = tsattn::testing::compare_with_naive(fp32, want, 1e-3, 1e-5);
       INFO("fp32: relative norm ", single.relative_norm, ", first mismatch at ", single.first_bad);
       CHECK(single.relative_norm < 1e-5);
       CHECK(single.mismatches == 0);
