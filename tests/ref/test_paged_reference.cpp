@@ -128,26 +128,16 @@ class PagedSetup {
       for (int64_t i = 0; i < sq; ++i) {
         const int64_t row = tables_.qo_indptr[static_cast<size_t>(b)] + i;
         for (int64_t h = 0; h < c_.hq; ++h) {
-          std::vector<double> logits;
-          std::vector<int64_t> keys;
-          for (int64_t j = 0; j < sk; ++j) {
-            if (!visible(i, j, sq, sk)) continue;
-            double dot = 0;
+          const auto dot = [&](int64_t j) {
+            double sum = 0;
             for (int64_t d = 0; d < d_count; ++d)
-              dot += load(q, (row * c_.hq + h) * d_count + d) * pool_value(pools_.k, b, j, h / group, d);
-            logits.push_back(scale * dot);
-            keys.push_back(j);
-          }
-          if (keys.empty()) continue;
-          const double max = *std::max_element(logits.begin(), logits.end());
-          double sum = 0;
-          for (const double l : logits) sum += std::exp(l - max);
-          double* dst = result.data() + (row * c_.hq + h) * d_count;
-          for (size_t n = 0; n < keys.size(); ++n) {
-            const double p = std::exp(logits[n] - max) / sum;
-            for (int64_t d = 0; d < d_count; ++d)
-              dst[d] += c_.output_scale * p * pool_value(pools_.v, b, keys[n], h / group, d);
-          }
+              sum += load(q, (row * c_.hq + h) * d_count + d) * pool_value(pools_.k, b, j, h / group, d);
+            return sum;
+          };
+          tsattn::testing::naive_attention_row(
+              sk, d_count, scale, c_.output_scale, [&](int64_t j) { return visible(i, j, sq, sk); }, dot,
+              [&](int64_t j, int64_t d) { return pool_value(pools_.v, b, j, h / group, d); },
+              result.data() + (row * c_.hq + h) * d_count);
         }
       }
     }

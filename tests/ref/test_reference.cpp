@@ -157,26 +157,16 @@ class Setup {
       for (int64_t i = 0; i < sq; ++i) {
         const int64_t row = c_.q_first(b) + i;
         for (int64_t h = 0; h < c_.hq; ++h) {
-          std::vector<double> logits;
-          std::vector<int64_t> keys;
-          for (int64_t j = 0; j < sk; ++j) {
-            if (!visible(row, i, j, sq, sk)) continue;
-            double dot = 0;
+          const auto dot = [&](int64_t j) {
+            double sum = 0;
             for (int64_t d = 0; d < d_count; ++d)
-              dot += get(q_, b, q_token(b, i), h, d) * get(k_, b, kv_token(b, j), h / group, d);
-            logits.push_back(scale * dot);
-            keys.push_back(j);
-          }
-          if (keys.empty()) continue;
-          const double max = *std::max_element(logits.begin(), logits.end());
-          double sum = 0;
-          for (const double l : logits) sum += std::exp(l - max);
-          double* dst = result.data() + (row * c_.hq + h) * d_count;
-          for (size_t n = 0; n < keys.size(); ++n) {
-            const double p = std::exp(logits[n] - max) / sum;
-            for (int64_t d = 0; d < d_count; ++d)
-              dst[d] += c_.output_scale * p * get(v_, b, kv_token(b, keys[n]), h / group, d);
-          }
+              sum += get(q_, b, q_token(b, i), h, d) * get(k_, b, kv_token(b, j), h / group, d);
+            return sum;
+          };
+          tsattn::testing::naive_attention_row(
+              sk, d_count, scale, c_.output_scale, [&](int64_t j) { return visible(row, i, j, sq, sk); }, dot,
+              [&](int64_t j, int64_t d) { return get(v_, b, kv_token(b, j), h / group, d); },
+              result.data() + (row * c_.hq + h) * d_count);
         }
       }
     }

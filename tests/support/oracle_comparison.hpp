@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -31,6 +32,29 @@ inline OracleComparison compare_with_naive(const std::vector<float>& got, const 
   }
   c.relative_norm = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
   return c;
+}
+
+// One query row and head of the contract's math in double, with plain loops: the softmax of
+// scale * dot(j) over the keys j < num_keys that visible(j) admits, then dst[d] += output_scale *
+// sum_j p_j * value(j, d) for d < head_dim. A row that sees no key leaves dst as it was (0).
+template <class Visible, class Dot, class Value>
+void naive_attention_row(int64_t num_keys, int64_t head_dim, double scale, double output_scale, Visible visible,
+                         Dot dot, Value value, double* dst) {
+  std::vector<double> logits;
+  std::vector<int64_t> keys;
+  for (int64_t j = 0; j < num_keys; ++j) {
+    if (!visible(j)) continue;
+    logits.push_back(scale * dot(j));
+    keys.push_back(j);
+  }
+  if (keys.empty()) return;
+  const double max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (const double l : logits) sum += std::exp(l - max);
+  for (size_t n = 0; n < keys.size(); ++n) {
+    const double p = std::exp(logits[n] - max) / sum;
+    for (int64_t d = 0; d < head_dim; ++d) dst[d] += output_scale * p * value(keys[n], d);
+  }
 }
 
 }  // namespace tsattn::testing
