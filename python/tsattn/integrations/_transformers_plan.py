@@ -449,26 +449,24 @@ def _plan_dense_mask(
         rows = last >= 0
         if bool(rows.any()):
             width = int((last - torch.arange(q_len, device=dense.device))[rows].max()) + q_len
-    widths = [width]
-    for width in dict.fromkeys(widths):
-        if not (q_len <= width <= kv_len or (not aligned and width == kv_len)) or bool(valid[:, width:].any()):
-            continue
-        padding = valid[:, :width]
-        expected = reference_visibility(
-            batch,
-            q_len,
-            kv_len,
-            causal=causal,
-            sliding_window=sliding_window,
-            padding=padding,
-            q_offset=width - q_len if aligned else 0,
-            device=dense.device,
-        )
-        if torch.equal(expected, dense):
-            return plan_from_padding(
-                padding, q_len, kv_len, causal=causal, aligned=aligned, window_left=window_left, half_width=half_width
-            )
-    return None
+    if not (q_len <= width <= kv_len or (not aligned and width == kv_len)) or bool(valid[:, width:].any()):
+        return None
+    padding = valid[:, :width]
+    expected = reference_visibility(
+        batch,
+        q_len,
+        kv_len,
+        causal=causal,
+        sliding_window=sliding_window,
+        padding=padding,
+        q_offset=width - q_len if aligned else 0,
+        device=dense.device,
+    )
+    if not torch.equal(expected, dense):
+        return None
+    return plan_from_padding(
+        padding, q_len, kv_len, causal=causal, aligned=aligned, window_left=window_left, half_width=half_width
+    )
 
 
 def plan_attention(
