@@ -71,8 +71,9 @@ LaunchPlan plan_launch(const Problem& p, const KernelFacts& kernel, int multipro
   LaunchPlan plan;
   // CTA pairs decide the list's tile size: a pair along query tiles plans tiles of 2 x BLOCK_M
   // rows, one half per CTA.
-  plan.pair_axis =
-      choose_pair_axis(p, PairsKernel{kernel.pairs, kernel.pairs && kernel.pairs_along_tiles}, knob(Knob::cta_pairs));
+  // TSATTN_CTA_PAIRS is read only where a pairs kernel makes it matter (calls read knobs each time).
+  if (kernel.pairs)
+    plan.pair_axis = choose_pair_axis(p, PairsKernel{true, kernel.pairs_along_tiles}, knob(Knob::cta_pairs));
   plan.tile_rows = list_tile_rows(plan.pair_axis, kernel.block_m);
   const int tile_rows = static_cast<int>(plan.tile_rows);
   const int64_t query_tiles = ceil_div(p.q_tokens, tile_rows);
