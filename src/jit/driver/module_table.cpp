@@ -121,6 +121,7 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
                     "tsattn_max_cluster_size", source.name);
     confirm_setting(optional_module_int(module, "tsattn_pairs_along_tiles", source.name, 0),
                     traits.pairs_along_tiles ? 1 : 0, "tsattn_pairs_along_tiles", source.name);
+    kernel->list_in_kernel_max_batch = optional_module_int(module, "tsattn_list_in_kernel_max_batch", source.name, 0);
     // Kernels above 48 KB of dynamic shared memory must opt in explicitly.
     check(
         cu.cuFuncSetAttribute(kernel->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -41,6 +41,9 @@ struct LoadedKernel {
   // Whether pairs_function also pairs along query tiles (dense and plain causal modules;
   // plan/cta_pairs.hpp), besides along heads.
   bool pairs_along_tiles = false;
+  // Packed sm90a modules in dynamic order build their tile list themselves for batches up to this
+  // many requests, when the list's state word is 0 (templates/plan/list_in_kernel.cuh); 0: never.
+  int list_in_kernel_max_batch = 0;
 };
 
 // A launch of kernel.pairs_function as `clusters` clusters of 2 CTAs on `stream`: the one place
