@@ -212,6 +212,8 @@ extern "C" __device__ const int tsattn_pairs_along_tiles = tsattn_dev::sm90a::kT
 #if TSATTN_PACKED
 extern "C" __device__ const int tsattn_list_in_kernel_max_batch =
     tsattn_dev::sm90a::kDynamicOrder ? tsattn_dev::plan::kMaxBatch : 0;
+#else
+extern "C" __device__ const int tsattn_list_in_kernel_max_batch = 0;
 #endif
 
 extern "C" __global__ void __launch_bounds__(384, 1)
