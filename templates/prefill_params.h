@@ -17,6 +17,11 @@ struct TsattnTile {
   int q_tile;
 };
 
+// The values of a packed list's state word (TsattnPrefillParams::tiles).
+#define TSATTN_LIST_EMPTY 0
+#define TSATTN_LIST_BUILDING 1
+#define TSATTN_LIST_READY 2
+
 struct TsattnPrefillParams {
   // Attention tensors as [batch][token][head][d], d contiguous. Strides are in elements.
   // Element (b, t, h, d) of request b: base + b*batch_stride + (token_offset(b) + t)*token_stride
@@ -64,7 +69,11 @@ struct TsattnPrefillParams {
   // when work_counter is set, claim the next slot from it whenever they need one (see below).
   // tiles == 0 (fixed layout): the implicit list of batch * ceil(q_tokens / BLOCK_M) tiles in
   // q_tile-descending order (the last tiles of a causal request see the most keys), then request.
-  // Otherwise tiles[0 .. *num_tiles) in device memory, from the host or the device planner.
+  // Otherwise tiles[0 .. *num_tiles) in device memory, from the host or the device planner, or
+  // built by the kernel itself. The int after *num_tiles is then the list's state word, read in
+  // dynamic order only: TSATTN_LIST_EMPTY, the first CTA to take it (TSATTN_LIST_BUILDING) builds
+  // the list; TSATTN_LIST_READY, it is in memory. The launch's last claim sets it back to empty
+  // (plan/list_in_kernel.cuh).
   const TsattnTile* tiles;
   const int* num_tiles;
   int tiles_per_chunk;  // >= 1; tiles_per_chunk * num_qo_heads < 2^31

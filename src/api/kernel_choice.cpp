@@ -115,6 +115,7 @@ KernelFacts kernel_facts(const driver::LoadedKernel& kernel, const KernelChoice&
   facts.pairs = kernel.pairs_function != nullptr && kernel.max_active_pairs > 0;
   facts.pairs_along_tiles = kernel.pairs_along_tiles;
   facts.max_active_pairs = kernel.max_active_pairs;
+  facts.list_in_kernel_max_batch = kernel.list_in_kernel_max_batch;
   facts.transposed_v_keys = choice.transposed_v ? choice.transposed_v->keys : 0;
   return facts;
 }

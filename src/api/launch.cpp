@@ -58,7 +58,9 @@ void queue_launches(const LaunchPlan& plan, const driver::LoadedKernel& kernel, 
                   "zeroing the split tail's counts");
   fill_launch_params(plan, base, params);
 
-  if (plan.plans_on_device) {
+  if (plan.list_in_kernel && memory.list_state_zero) {
+    logf(LogLevel::debug, "{}: the kernel builds its tile list", kernel.name);
+  } else if (plan.plans_on_device) {
     // The device planner writes the tile list in stream order, without a host sync, so the call
     // can be captured.
     auto* tiles_out = const_cast<TsattnTile*>(params.tiles);

@@ -17,6 +17,9 @@ struct LaunchMemory {
   CUdeviceptr workspace = 0;       // plan.workspace.bytes in its layout; any upload already queued
   CUdeviceptr transposed_v = 0;    // choice.transposed_v->bytes when plan.transpose_ctas > 0
   bool work_counter_zero = false;  // the workspace's counter is known to be zero (a plan's)
+  // ... and so is the list's state word: a plan's workspace, zeroed once, which every dynamic-order
+  // launch leaves at 0 (templates/plan/list_in_kernel.cuh).
+  bool list_state_zero = false;
 };
 
 bool stream_is_capturing(CUstream stream);

@@ -166,6 +166,7 @@ const char* PrefillPlan::run(const RunArguments& args) {
   LaunchMemory memory;
   memory.workspace = workspace_.address();
   memory.work_counter_zero = true;  // zeroed at creation, and every launch leaves it zero
+  memory.list_state_zero = true;    // likewise
   if (layout_.transposed_v.present()) memory.transposed_v = workspace_.address() + layout_.transposed_v.offset;
   queue_launches(plan, *kernel.kernel, kernel.choice, params, memory, stream);
   return kernel.kernel->name.c_str();

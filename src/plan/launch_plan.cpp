@@ -49,6 +49,7 @@ WorkspaceLayout workspace_layout(const Problem& p, const LaunchPlan& plan, const
       break;
     case TileList::host_planned:
       w.tile_count = packer.add(sizeof(int));
+      w.list_state = packer.add(sizeof(int), alignof(int));
       w.tiles = packer.add(plan.host_tiles.size() * sizeof(TsattnTile));
       w.qo_indptr = packer.add(indptr_bytes);
       w.kv_indptr = packer.add(indptr_bytes);
@@ -57,6 +58,7 @@ WorkspaceLayout workspace_layout(const Problem& p, const LaunchPlan& plan, const
       break;
     case TileList::device_planned:
       w.tile_count = packer.add(sizeof(int));
+      w.list_state = packer.add(sizeof(int), alignof(int));
       w.work_counter = packer.add(sizeof(unsigned long long));
       w.tiles = packer.add(static_cast<size_t>(plan.max_tiles) * sizeof(TsattnTile));
       break;
@@ -118,6 +120,7 @@ LaunchPlan plan_launch(const Problem& p, const KernelFacts& kernel, int multipro
 
   plan.workspace = workspace_layout(p, plan, kernel);
   plan.plans_on_device = plan.tile_list == TileList::device_planned;
+  plan.list_in_kernel = plan.plans_on_device && plan.dynamic_order && p.batch <= kernel.list_in_kernel_max_batch;
   if (kernel.transposed_v_keys > 0) {
     // One warp per 32-column group of a V^T row block; 4 warps per CTA, a few waves at most.
     const int64_t groups = kernel.transposed_v_keys / 32 * (p.layout == Layout::fixed ? p.batch : 1);
@@ -135,6 +138,8 @@ std::vector<uint8_t> upload_image(const LaunchPlan& plan, const Problem& p) {
   };
   const int num_tiles = static_cast<int>(plan.host_tiles.size());
   put(w.tile_count, &num_tiles);
+  const int ready = TSATTN_LIST_READY;  // the kernel builds nothing
+  put(w.list_state, &ready);
   put(w.tiles, plan.host_tiles.data());
   put(w.qo_indptr, p.qo_indptr_host.data());
   put(w.kv_indptr, p.kv_indptr_host.data());

@@ -35,7 +35,8 @@ struct KernelFacts {
   bool pairs = false;  // a pairs kernel, and a cluster of two fits on the device
   bool pairs_along_tiles = false;
   int max_active_pairs = 0;
-  int64_t transposed_v_keys = 0;  // keys per V^T row when the kernel reads V^T (sm90a e4m3); 0: none
+  int64_t transposed_v_keys = 0;     // keys per V^T row when the kernel reads V^T (sm90a e4m3); 0: none
+  int list_in_kernel_max_batch = 0;  // driver::LoadedKernel's: the kernel builds its packed list
 };
 
 // A TSATTN_* knob's value (knob_string in a call, a table in tests). The plan asks only for the
@@ -49,17 +50,18 @@ struct Region {
   bool present() const { return bytes > 0; }
 };
 
-// The call's one stream-ordered workspace. Every region starts at a 16-byte boundary (the split
-// partials at 256). By layout:
+// The call's one stream-ordered workspace. Every region starts at a 16-byte boundary (the list's
+// state word 4 bytes after the tile count, the split partials at 256). By layout:
 //   fixed: the work counter (kernels that can claim dynamically, unless the launch is in static
 //     order without a split tail: then no workspace), then the split tail's counts and partials;
-//   packed, host indptrs: tile count, tiles, qo and kv indptr copies, work counter, all uploaded;
-//   packed, GPU indptrs: tile count, work counter and room for max_tiles tiles (the planner
-//     writes all three).
+//   packed, host indptrs: tile count, the list's state word (4 bytes after the count, ready),
+//     tiles, qo and kv indptr copies, work counter, all uploaded;
+//   packed, GPU indptrs: tile count, the list's state word, work counter and room for max_tiles
+//     tiles (the planner writes all of them, or the kernel itself: LaunchPlan::list_in_kernel).
 struct WorkspaceLayout {
   size_t bytes = 0;         // 0: no workspace
   size_t upload_bytes = 0;  // [0, upload_bytes) is upload_image()
-  Region tile_count, work_counter, tiles, qo_indptr, kv_indptr, split_counts, split_partials;
+  Region tile_count, list_state, work_counter, tiles, qo_indptr, kv_indptr, split_counts, split_partials;
   // The fixed layout's dynamic order reads the counter: it must be zero at launch. Fresh memory
   // is cleared before the launch (cuMemsetD32Async); a plan's workspace is zeroed once, and every
   // launch leaves the counter at zero (prefill_params.h). The split counts are always cleared.
@@ -88,8 +90,11 @@ struct LaunchPlan {
   int64_t split_steps = 0;  // key tiles per slot, with a split tail
   int tiles_per_chunk = 1;
   WorkspaceLayout workspace;
-  bool plans_on_device = false;  // the device planner runs first, for max_tiles tiles
-  unsigned transpose_ctas = 0;   // the V^T pre-pass: x CTAs of 128 threads by kv heads; 0: none
+  bool plans_on_device = false;  // the list is built on the device (max_tiles tiles at most)
+  // ... by the attention kernel itself, no planner launch, where the list's state word is known
+  // to be 0 (LaunchMemory::list_state_zero): dynamic order, a kernel that can, a small batch.
+  bool list_in_kernel = false;
+  unsigned transpose_ctas = 0;  // the V^T pre-pass: x CTAs of 128 threads by kv heads; 0: none
 
   bool paired() const { return pair_axis != PairAxis::none; }
   int64_t slots() const { return items / walkers.items_per_slot; }

@@ -13,6 +13,7 @@
 #define TSATTN_PLAN_DEVICE_PLAN_CUH
 
 #include "common/request.cuh"
+#include "plan/list_in_kernel.cuh"
 #include "prefill_params.h"
 
 namespace tsattn_dev {
@@ -20,11 +21,6 @@ namespace plan {
 
 constexpr int kThreads = 1024;
 constexpr int kBuckets = 128;
-
-// Rows per tile of the list: BLOCK_M, or 2 x BLOCK_M for CTA pairs along query tiles.
-__device__ __forceinline__ int tile_rows(const TsattnPrefillParams& p) {
-  return p.pair_tiles ? 2 * TSATTN_BLOCK_M : TSATTN_BLOCK_M;
-}
 
 // Keys the tile's rows can see, as the width of the union of their ranges (docs/contract.md, "Masks").
 __device__ __forceinline__ int tile_work(int q_len, int kv_len, int tile, int rows, int window_left) {
@@ -85,7 +81,12 @@ extern "C" __global__ void __launch_bounds__(tsattn_dev::plan::kThreads)
       total += counts[i];
     }
     *num_tiles = min(total, capacity);
-    if (params.work_counter != nullptr) *params.work_counter = 0;  // the attention kernel's claims start at 0
+    if (params.work_counter != nullptr) {
+      *params.work_counter = 0;  // the attention kernel's claims start at 0
+      // In dynamic order the attention kernel reads the list's state word (plan/list_in_kernel.cuh):
+      // this list is the one to use. The kernel launches after this one ends.
+      *plan::list_state(params) = plan::kListReady;
+    }
   }
   __syncthreads();
 

@@ -46,6 +46,12 @@ extern "C" __device__ const int tsattn_threads_per_cta = tsattn_dev::sm80::kThre
 extern "C" __device__ const int tsattn_block_m = TSATTN_BLOCK_M;
 // 1: the kernel decodes the work list in chunks of params.tiles_per_chunk tiles (work_item's default).
 extern "C" __device__ const int tsattn_chunked_order = 1;
+// The sm90a settings this family does not have: every module defines every global the host reads.
+extern "C" __device__ const int tsattn_dynamic_order = 0;
+extern "C" __device__ const int tsattn_split_partial_bytes = 0;
+extern "C" __device__ const int tsattn_max_cluster_size = 1;
+extern "C" __device__ const int tsattn_pairs_along_tiles = 0;
+extern "C" __device__ const int tsattn_list_in_kernel_max_batch = 0;
 
 namespace tsattn_dev {
 namespace sm80 {

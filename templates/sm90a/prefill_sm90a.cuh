@@ -166,6 +166,11 @@ __device__ __forceinline__ void run_prefill(const TsattnPrefillParams& params, c
     }
     fence_mbarrier_init();
   }
+#if TSATTN_PACKED
+  // A packed list in dynamic order may still have to be built (plan/list_in_kernel.cuh); the
+  // barrier below then holds every warp of the CTA until it is in memory.
+  if (kDynamicOrder && threadIdx.x / 32 == 1 && params.work_counter != nullptr) plan::ensure_list(params);
+#endif
   // CTA pairs: the peer's barriers must be initialised before the first multicast or remote arrival.
   if constexpr (kCtas == 1)
     __syncthreads();
@@ -202,6 +207,14 @@ extern "C" __device__ const int tsattn_split_partial_bytes =
 // 2: the module also has TSATTN_KERNEL_NAME_pairs, for launches in clusters of 2 CTAs.
 extern "C" __device__ const int tsattn_max_cluster_size = tsattn_dev::sm90a::kPairable ? 2 : 1;
 extern "C" __device__ const int tsattn_pairs_along_tiles = tsattn_dev::sm90a::kTilePairable ? 1 : 0;
+// In dynamic order a packed kernel builds its tile list itself when the list's state word is 0
+// (plan/list_in_kernel.cuh), for batches of at most this many requests; 0: never.
+#if TSATTN_PACKED
+extern "C" __device__ const int tsattn_list_in_kernel_max_batch =
+    tsattn_dev::sm90a::kDynamicOrder ? tsattn_dev::plan::kMaxBatch : 0;
+#else
+extern "C" __device__ const int tsattn_list_in_kernel_max_batch = 0;
+#endif
 
 extern "C" __global__ void __launch_bounds__(384, 1)
     TSATTN_KERNEL_NAME(const __grid_constant__ TsattnPrefillParams params,

@@ -13,6 +13,9 @@
 #include "common/split_tail.cuh"
 #include "common/work_items.cuh"
 #include "sm90a/barriers.cuh"
+#if TSATTN_PACKED
+#include "plan/list_in_kernel.cuh"
+#endif
 
 namespace tsattn_dev {
 namespace sm90a {
@@ -208,8 +211,13 @@ __device__ __forceinline__ void schedule(const TsattnPrefillParams& params, u32 
       const i64 counted = static_cast<i64>(atomicAdd(params.work_counter, 1ull));
       if (counted < end)
         claimed = counted;
-      else if (counted == end + static_cast<i64>(gridDim.x / kCtas) - 1)
+      else if (counted == end + static_cast<i64>(gridDim.x / kCtas) - 1) {
         atomicExch(params.work_counter, 0ull);  // the launch's last claim: the counter is zero for the next
+#if TSATTN_PACKED
+        // and the list is to be built again (plan/list_in_kernel.cuh): every CTA is past its wait.
+        atomicExch(plan::list_state(params), plan::kListEmpty);
+#endif
+      }
     } else if (kSplitTail && k >= rounds) {
       // Tail piece k - rounds of this walker; one it does not have goes out as kNoPiece, skipped.
       TailPiece piece;

@@ -15,6 +15,7 @@
 #include "codegen/kernel_source.hpp"
 #include "codegen/manifest.hpp"
 #include "codegen/spec_table.hpp"
+#include "jit/driver/module_table.hpp"
 #include "jit/nvrtc/compiler.hpp"
 
 namespace tsattn::test {
@@ -309,7 +310,7 @@ TEST_SUITE("codegen/specs") {
     CHECK(expand_manifest(hopper_family, {Arch::sm_80, Arch::sm_100}, "m.json").empty());
   }
 
-  TEST_CASE("NVRTC compiles every spec in the table: no spills, no serialization notes") {
+  TEST_CASE("NVRTC compiles every spec in the table: no spills, no serialization notes, every module global") {
     // Two archs of the table are compiled (Ampere's sm_80 and Hopper's sm_90a); sm_100/sm_120
     // cubins share their source and are covered by the same templates.
     std::vector<nvrtc::NvrtcHeader> headers;
@@ -350,6 +351,10 @@ TEST_SUITE("codegen/specs") {
                                   r.ptxas.spill_load_bytes, r.ptxas.stack_frame_bytes);
           if (!r.ptxas.serialization_notes.empty())
             problem = fmt::format("{}: {}", source.name, r.ptxas.serialization_notes.front());
+          const std::string_view elf(reinterpret_cast<const char*>(r.cubin.data()), r.cubin.size());
+          for (const char* global : driver::kAttentionModuleGlobals)
+            if (elf.find(std::string(global) + '\0') == std::string_view::npos)
+              problem = fmt::format("{}: no module global {}", source.name, global);
         } catch (const Error& e) {
           problem = e.what();
         }

@@ -146,6 +146,32 @@ TEST_SUITE("gpu/prefill_plan") {
       }
   }
 
+  TEST_CASE("packed runs build their tile list in the kernel up to 128 requests, through the planner above") {
+    // One workspace serves both: the kernel's list (state word 0 -> building -> ready -> 0 at the
+    // last claim) and the planner's (ready, left 0 by the kernel's last claim). Runs alternate, and
+    // each must equal the one-shot call, whose list always comes from the planner.
+    TSATTN_REQUIRE_GPU();
+    const uint64_t seed = test_seed();
+    MESSAGE("seed ", seed, " (set TSATTN_TEST_SEED to replay)");
+    std::mt19937_64 rng(seed);
+    Stream stream;
+    for (tsattn_mask_type mask : {TSATTN_MASK_CAUSAL, TSATTN_MASK_DENSE}) {
+      const PlanCase c{.packed = true, .batch_size = 160, .max_q = 140, .max_kv = 300, .mask = mask};
+      const BatchPrefillTSWrapper wrapper(c.options());
+      for (int i = 0; i < 8; ++i) {
+        Lengths l = random_lengths(c, rng);
+        const size_t batch = i % 2 == 0 ? 150 : 1 + i * 17;  // above and within the kernel's 128
+        while (l.q.size() < batch) {
+          l.q.push_back(l.q.back());
+          l.kv.push_back(l.kv.back());
+        }
+        l.q.resize(batch);
+        l.kv.resize(batch);
+        check_run(wrapper, c, l, true, rng, stream.get());
+      }
+    }
+  }
+
   TEST_CASE("a CUDA graph of 32 runs replays with new GPU indptr values, as 32 one-shot calls") {
     TSATTN_REQUIRE_GPU();
     std::mt19937_64 rng(test_seed());

@@ -93,7 +93,8 @@ Problem packed_on_device(int64_t batch, int64_t q_rows, int qo_heads, int kv_hea
 }
 
 std::vector<Region> regions(const WorkspaceLayout& w) {
-  return {w.tile_count, w.work_counter, w.tiles, w.qo_indptr, w.kv_indptr, w.split_counts, w.split_partials};
+  return {w.tile_count, w.list_state, w.work_counter, w.tiles,
+          w.qo_indptr,  w.kv_indptr,  w.split_counts, w.split_partials};
 }
 
 void check_region(const Region& region, size_t offset, size_t bytes) {
@@ -331,7 +332,11 @@ TEST_SUITE("plan/launch_plan") {
     std::memcpy(kv.data(), image.data() + 112, 24);
     CHECK(qo == std::vector<int32_t>{0, 1, 128, 257, 257, 557});
     CHECK(kv == qo);
-    for (const size_t zero : {4, 8, 12, 72, 76, 104, 108, 136, 140, 144, 148})
+    check_region(w.list_state, 4, 4);  // the int after the count: ready, so a kernel builds nothing
+    int state = 0;
+    std::memcpy(&state, image.data() + 4, sizeof state);
+    CHECK(state == TSATTN_LIST_READY);
+    for (const size_t zero : {8, 12, 72, 76, 104, 108, 136, 140, 144, 148})
       CHECK(image[zero] + image[zero + 1] + image[zero + 2] + image[zero + 3] == 0);
 
     TsattnPrefillParams params{};
@@ -360,9 +365,11 @@ TEST_SUITE("plan/launch_plan") {
     CHECK(plan.host_tiles.empty());
     const WorkspaceLayout& w = plan.workspace;
     check_region(w.tile_count, 0, 4);
+    check_region(w.list_state, 4, 4);  // the kernel finds it as the int after *num_tiles
     check_region(w.work_counter, 16, 8);
     check_region(w.tiles, 32, 7 * 8);
     CHECK(w.bytes == 32 + 56);
+    CHECK_FALSE(plan.list_in_kernel);  // a kernel that cannot build its list
     CHECK(w.upload_bytes == 0);
     CHECK_FALSE(w.clear_work_counter);  // the planner zeroes it
     CHECK_FALSE(w.qo_indptr.present());
@@ -373,6 +380,25 @@ TEST_SUITE("plan/launch_plan") {
     CHECK(reinterpret_cast<uintptr_t>(params.tiles) == 0x50000 + 32);
     CHECK(reinterpret_cast<uintptr_t>(params.qo_indptr) == 0x900);
     CHECK(params.tiles_per_chunk == 7);
+  }
+
+  TEST_CASE("packed layout, GPU indptrs: the kernel builds its own list in dynamic order, up to its batch limit") {
+    KernelFacts kernel = hopper_kernel();
+    kernel.list_in_kernel_max_batch = 128;
+    for (const int64_t batch : {1, 4, 128, 129}) {
+      CAPTURE(batch);
+      const Problem p = packed_on_device(batch, 257, 32, 8);
+      const LaunchPlan plan = plan_launch(p, kernel, kMultiprocessors, reader({"auto", ""}));
+      REQUIRE(plan.plans_on_device);
+      CHECK(plan.dynamic_order);  // packed calls claim
+      CHECK(plan.list_in_kernel == (batch <= 128));
+      CHECK(plan.workspace.list_state.offset == plan.workspace.tile_count.offset + sizeof(int));
+    }
+    // Static order never reads the state word: the planner builds the list.
+    const Problem p = packed_on_device(4, 257, 32, 8);
+    CHECK_FALSE(plan_launch(p, kernel, kMultiprocessors, reader({"static", ""})).list_in_kernel);
+    kernel.list_in_kernel_max_batch = 0;  // a module that cannot (e4m3, the portable family)
+    CHECK_FALSE(plan_launch(p, kernel, kMultiprocessors, reader({"auto", ""})).list_in_kernel);
   }
 
   TEST_CASE("the V^T pre-pass: a warp per 32 keys of a request, 4 per CTA, at most 16 CTAs per multiprocessor") {
@@ -438,7 +464,10 @@ TEST_SUITE("plan/launch_plan") {
                           [](const Region& a, const Region& b) { return a.offset < b.offset; });
                 size_t end = 0;
                 for (const Region& r : present) {
-                  CHECK(r.offset % 16 == 0);
+                  // The list's state word is the int after the tile count; every other region is 16-byte aligned.
+                  const Region& state = plan.workspace.list_state;
+                  const bool state_word = state.present() && r.offset == state.offset;
+                  CHECK(r.offset % (state_word ? 4 : 16) == 0);
                   CHECK(r.offset >= end);
                   end = r.offset + r.bytes;
                 }

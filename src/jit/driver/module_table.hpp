@@ -1,14 +1,16 @@
 // module_table.hpp - cubins loaded into CUDA contexts, one module per (context, kernel spec).
 //
 // The hit path is a shared-lock hash lookup: no file I/O, hashing of sources or string
-// building. Loading reads the kernel's launch facts from globals the module itself defines
-// (tsattn_dynamic_smem_bytes, tsattn_threads_per_cta, tsattn_block_m, tsattn_chunked_order; sm90a
-// also tsattn_dynamic_order, tsattn_split_partial_bytes, tsattn_max_cluster_size and, with a pairs
-// kernel, tsattn_pairs_along_tiles), so the host never re-derives a kernel's shared-memory layout.
+// building. Loading reads the kernel's launch facts from globals every attention module defines
+// (tsattn_dynamic_smem_bytes, tsattn_threads_per_cta, tsattn_block_m, tsattn_chunked_order,
+// tsattn_dynamic_order, tsattn_split_partial_bytes, tsattn_max_cluster_size,
+// tsattn_pairs_along_tiles and tsattn_list_in_kernel_max_batch; sm80 modules define the sm90a-only
+// ones as "off"), so the host never re-derives a kernel's shared-memory layout.
 #pragma once
 
 #include <cuda.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -17,6 +19,12 @@
 #include "codegen/spec_table.hpp"
 
 namespace tsattn::driver {
+
+// The globals every attention module defines and load reads (a missing one fails the load).
+inline constexpr std::array<const char*, 9> kAttentionModuleGlobals = {
+    "tsattn_dynamic_smem_bytes", "tsattn_threads_per_cta",   "tsattn_block_m",
+    "tsattn_chunked_order",      "tsattn_dynamic_order",     "tsattn_split_partial_bytes",
+    "tsattn_max_cluster_size",   "tsattn_pairs_along_tiles", "tsattn_list_in_kernel_max_batch"};
 
 struct LoadedKernel {
   CUfunction function = nullptr;
@@ -41,6 +49,9 @@ struct LoadedKernel {
   // Whether pairs_function also pairs along query tiles (dense and plain causal modules;
   // plan/cta_pairs.hpp), besides along heads.
   bool pairs_along_tiles = false;
+  // Packed sm90a modules in dynamic order build their tile list themselves for batches up to this
+  // many requests, when the list's state word is 0 (templates/plan/list_in_kernel.cuh); 0: never.
+  int list_in_kernel_max_batch = 0;
 };
 
 // A launch of kernel.pairs_function as `clusters` clusters of 2 CTAs on `stream`: the one place
