@@ -73,21 +73,32 @@ class RingExchange:
         for request in pending:
             request.wait()
 
+    def forget(self) -> None:
+        """Drops the started transfers without waiting (after an error on this rank, so that the
+        next ``start`` is not refused; the process group still owns them)."""
+        self._pending = []
+
 
 def ring_kv(k: torch.Tensor, v: torch.Tensor, exchange: RingExchange, buffers: Sequence[KV]) -> Iterator[KV]:
     """Yields the K/V shard of each step, own one first. The transfer of the next shard runs while
     the caller works on the one yielded; it is waited for when the caller asks for the next.
     ``buffers``: two (k, v) pairs shaped like the shard, used in turn to receive."""
     current: KV = (k, v)
-    for step in range(exchange.world_size):
-        incoming: Optional[KV] = None
-        if step + 1 < exchange.world_size:
-            incoming = buffers[step % 2]
-            exchange.start(current, incoming)
-        yield current
-        if incoming is not None:
-            exchange.wait()
-            current = incoming
+    finished = False
+    try:
+        for step in range(exchange.world_size):
+            incoming: Optional[KV] = None
+            if step + 1 < exchange.world_size:
+                incoming = buffers[step % 2]
+                exchange.start(current, incoming)
+            yield current
+            if incoming is not None:
+                exchange.wait()
+                current = incoming
+        finished = True
+    finally:
+        if not finished:  # the caller stopped early (an exception in its step)
+            exchange.forget()
 
 
 def simulated_kv(k_shards: Sequence[torch.Tensor], v_shards: Sequence[torch.Tensor], rank: int) -> Iterator[KV]:

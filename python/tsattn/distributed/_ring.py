@@ -141,10 +141,11 @@ def _on_device(mask: BlockMask, device, batch_size: Optional[int]) -> BlockMask:
 class RingPrefill:
     """Context-parallel prefill on this rank's zigzag shards, planned once and run for every layer.
 
-    Holds the settings, the backend (whose plans and workspaces it reuses), the step plans of each
-    geometry it has seen (with their bounds already on the device) and the two receive buffers; a
-    ``run`` then only exchanges K/V, launches and merges. One object per stream of use, like the
-    wrapper it runs on. ``group`` is resolved at the first ``run``."""
+    Holds the settings, the backend (whose plans and workspaces it reuses), the step plans of the
+    last shard geometry it ran (with their bounds already on the device) and the two receive
+    buffers of the last K/V shape; a ``run`` with the same shapes (every layer of a forward pass)
+    then only exchanges K/V, launches and merges. One object per stream of use, like the wrapper it
+    runs on. ``group`` is resolved at the first ``run``."""
 
     def __init__(
         self,
@@ -212,7 +213,7 @@ class RingPrefill:
     def _receive_buffers(self, k: torch.Tensor, v: torch.Tensor) -> List[KV]:
         key = (tuple(k.shape), k.dtype, tuple(v.shape), v.dtype, k.device)
         if key not in self._buffers:
-            self._buffers[key] = [(torch.empty_like(k), torch.empty_like(v)) for _ in range(2)]
+            self._buffers = {key: [(torch.empty_like(k), torch.empty_like(v)) for _ in range(2)]}
         return self._buffers[key]
 
     def _step_calls(self, geometry: Geometry, rank: int, world_size: int, device) -> list:
@@ -234,7 +235,7 @@ class RingPrefill:
                 calls.append(
                     tuple(Block(b.rows, b.keys, _on_device(b.mask, device, geometry.batch_size)) for b in blocks)
                 )
-        self._plans[key] = calls
+        self._plans = {key: calls}  # the last geometry only: packed lengths change from batch to batch
         return calls
 
     def _run_rank(
