@@ -169,7 +169,7 @@ def plan_step(
             return (Block(whole, front.keys, BlockMask("dense")),)
         if kinds == ("causal", "causal") and front.keys == range(0, c) and back.keys == whole:
             # The rank's own shard: the whole-shard causal call gives the front rows their diagonal
-            # and the back rows the back block's ranges (same m - n offset per row).
+            # and the back rows the back block's ranges (in both, a row's range ends at its own key).
             return (Block(whole, whole, BlockMask("causal", window_left)),)
         if "causal" not in kinds and "variable_window" in kinds:
             keys = range(min(front.keys.start, back.keys.start), max(front.keys.stop, back.keys.stop))
