@@ -85,6 +85,24 @@ def test_import_and_precompile_do_not_import_torch(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+def test_import_does_not_import_the_distributed_package():
+    """tsattn.distributed is imported by its users, explicitly: neither ``import tsattn`` nor the
+    first call of batch_prefill brings it (or, for import tsattn alone, torch.distributed)."""
+    code = (
+        "import sys, tsattn\n"
+        "assert 'torch.distributed' not in sys.modules and 'tsattn.distributed' not in sys.modules\n"
+        "assert callable(tsattn.batch_prefill) and callable(tsattn.merge_state)\n"
+        "assert 'tsattn.distributed' not in sys.modules\n"
+        "assert not hasattr(tsattn, 'distributed')\n"
+        "import tsattn.distributed as cp\n"
+        "assert callable(cp.ring_prefill) and tsattn.distributed is cp\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=_env_for_subprocess(), capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+
+
 def test_missing_library_error_names_every_place(monkeypatch):
     monkeypatch.delenv("TSATTN_LIBRARY", raising=False)
     monkeypatch.setattr(_library, "_loaded", None)  # restored afterwards
@@ -312,5 +330,5 @@ def test_missing_cli_names_every_place(monkeypatch, tmp_path):
 
 def test_modules_parse_as_python39():
     """No syntax newer than requires-python (3.9): match statements, X | Y annotations at runtime, ..."""
-    for path in Path(tsattn.__file__).parent.glob("*.py"):
+    for path in Path(tsattn.__file__).parent.rglob("*.py"):
         ast.parse(path.read_text(), filename=str(path), feature_version=(3, 9))

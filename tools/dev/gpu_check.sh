@@ -6,8 +6,8 @@
 # per step (steps.log holds them all, in order, for tools that bring back few files), bench/ for
 # the benchmark, and a short table last on stdout.
 #   usage: tools/dev/gpu_check.sh [step ...]
-#   steps: env blocks tests sanitizer demo deploy python wheel bench host serving
-#   (default: all but wheel, bench, host and serving)
+#   steps: env blocks tests sanitizer demo deploy python wheel bench host serving cp
+#   (default: all but wheel, bench, host, serving and cp)
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${OUT:-$repo/gpu-results}"
@@ -95,6 +95,11 @@ for step in "${steps[@]}"; do
       run_step serving serving.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
         python3 tools/bench/bench.py --serving --contenders tsattn,cudnn --no-jit --no-ceiling --no-plots \
         --reps 30 --out "$out/serving" ;;
+    cp)
+      # Context-parallel prefill on every GPU of the machine: check against one GPU, then scaling.
+      run_step cp cp.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
+        python3 -m torch.distributed.run --standalone --nproc_per_node "$(nvidia-smi -L | wc -l)" \
+        tools/distributed/cp_check.py --json "$out/cp.json" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
 done
