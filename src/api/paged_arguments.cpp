@@ -187,8 +187,8 @@ void check_paged_run(const PagedKv& kv, const Problem& plan_base, const Capacity
     raise(ErrorKind::value, "k_cache has dtype {} but the plan's kv_dtype is {}", dtype_name(pool.dtype),
           dtype_name(plan_base.input_dtype));
   if (pool.num_kv_heads != plan_base.num_kv_heads)
-    raise(ErrorKind::value, "Hkv=k_cache.shape[{}]={} differs from the plan's num_kv_heads={}", axis,
-          pool.num_kv_heads, plan_base.num_kv_heads);
+    raise(ErrorKind::value, "Hkv=k_cache.shape[{}]={} differs from the plan's num_kv_heads={}", axis, pool.num_kv_heads,
+          plan_base.num_kv_heads);
   if (pool.head_dim != plan_base.head_dim)
     raise(ErrorKind::value, "head_dim=k_cache.shape[-1]={} differs from the plan's head_dim={}", pool.head_dim,
           plan_base.head_dim);

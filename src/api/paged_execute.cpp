@@ -34,10 +34,9 @@ const char* execute_paged(const PagedArguments& args) {
   // Host tables: their keys exactly. GPU tables: every entry of paged_kv_indices a full page, the
   // most they can name (the scan clamps the prefix sums there).
   const int64_t entries = kv.tables_on_host ? kv.host.paged_kv_indptr[kv.batch] : 0;
-  const int64_t key_rows =
-      kv.tables_on_host
-          ? kv.lengths.kv_indptr.back()
-          : std::min(kInt32Max, (Checked<int64_t>(kv.device.entries) * args.page_size).value());
+  const int64_t key_rows = kv.tables_on_host
+                               ? kv.lengths.kv_indptr.back()
+                               : std::min(kInt32Max, (Checked<int64_t>(kv.device.entries) * args.page_size).value());
   const PagePool& pool = kv.pools.k;
   const int64_t row_bytes = pool.num_kv_heads * pool.head_dim * dtype_size(pool.dtype);
   const GatherWorkspace w = gather_workspace({kv.batch, entries, key_rows, row_bytes});
@@ -45,7 +44,7 @@ const char* execute_paged(const PagedArguments& args) {
   const uint64_t base = workspace.get();
 
   const GatheredViews gathered(kv, w, base, key_rows, args.views.qo_indptr);
-  const Arguments packed{args.views.q,          gathered.k(),     gathered.v(), gathered.qo_indptr(),
+  const Arguments packed{args.views.q,         gathered.k(), gathered.v(),  gathered.qo_indptr(),
                          gathered.kv_indptr(), args.options, args.views.out};
   const Problem p = validate_arguments(packed, Residency::cuda);
   if (p.batch == 0 || p.q_tokens == 0) return nullptr;  // no query rows: nothing to write
@@ -56,14 +55,13 @@ const char* execute_paged(const PagedArguments& args) {
     // From pageable memory: the driver stages the bytes before the call returns.
     std::vector<int32_t> image;
     const size_t words = table_image(w, kv.host, kv.batch, entries, image);
-    driver::check(driver::api().cuMemcpyHtoDAsync(base + w.qo_indptr.offset, image.data(), words * sizeof(int32_t),
-                                                  stream),
-                  "uploading the page tables");
+    driver::check(
+        driver::api().cuMemcpyHtoDAsync(base + w.qo_indptr.offset, image.data(), words * sizeof(int32_t), stream),
+        "uploading the page tables");
     tables = uploaded_tables(w, base, kv.batch, entries);
   }
-  const TsattnGatherParams params =
-      gather_params(kv.pools, tables, {kInt32Max, key_rows, base + w.kv_indptr.offset, base + w.k.offset,
-                                       base + w.v.offset});
+  const TsattnGatherParams params = gather_params(
+      kv.pools, tables, {kInt32Max, key_rows, base + w.kv_indptr.offset, base + w.k.offset, base + w.v.offset});
   queue_gather(gather, params, key_rows, scope.device().multiprocessors, stream);
   return execute(p, DeviceIndptrs::clamped);
 }

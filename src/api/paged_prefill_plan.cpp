@@ -69,9 +69,8 @@ const char* PagedPrefillPlan::run(const PagedRunArguments& args) {
 
   const uint64_t base = workspace_.address();
   const GatheredViews gathered(kv, layout_, base, key_rows_, args.views.qo_indptr);
-  const RunViews views{args.views.q,         gathered.k(),   gathered.v(), gathered.qo_indptr(),
-                       gathered.kv_indptr(), args.views.out, nullptr,      nullptr,
-                       args.views.lse};
+  const RunViews views{args.views.q,   gathered.k(), gathered.v(), gathered.qo_indptr(), gathered.kv_indptr(),
+                       args.views.out, nullptr,      nullptr,      args.views.lse};
   Problem p = args.validate ? checked_run_problem(settings, views, args.stream)
                             : unchecked_run_problem(settings, views, args.stream);
   if (p.batch == 0 || p.q_tokens == 0) return nullptr;  // no query rows: nothing to write

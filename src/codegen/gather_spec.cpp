@@ -41,8 +41,7 @@ std::vector<GatherSpec> gather_specs(const std::vector<Arch>& archs) {
 }
 
 GeneratedSource generate_source(const GatherSpec& spec) {
-  if (!is_supported(spec))
-    raise(ErrorKind::not_implemented, "no gather module for arch {}", arch_name(spec.arch));
+  if (!is_supported(spec)) raise(ErrorKind::not_implemented, "no gather module for arch {}", arch_name(spec.arch));
   GeneratedSource out;
   out.name = canonical_name(spec);
   out.symbol = kernel_symbol(spec);

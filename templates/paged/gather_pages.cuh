@@ -86,9 +86,7 @@ __device__ __forceinline__ int owner(const int* kv_indptr, int batch, int row) {
   return lo;
 }
 
-__device__ __forceinline__ uint4 load_chunk(const char* p) {
-  return __ldg(reinterpret_cast<const uint4*>(p));
-}
+__device__ __forceinline__ uint4 load_chunk(const char* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 
 }  // namespace gather
 }  // namespace tsattn_dev
@@ -131,8 +129,10 @@ extern "C" __global__ void __launch_bounds__(TSATTN_GATHER_THREADS)
     const int entry = min(first + key / p.page_size, p.num_entries - 1);
     const i64 page = clamp_int(p.paged_kv_indices[entry], 0, p.num_pages - 1);
     const i64 slot = key % p.page_size;
-    const char* k_page = static_cast<const char*>(p.k_pool.data) + page * p.k_pool.page_stride + slot * p.k_pool.slot_stride;
-    const char* v_page = static_cast<const char*>(p.v_pool.data) + page * p.v_pool.page_stride + slot * p.v_pool.slot_stride;
+    const char* k_page =
+        static_cast<const char*>(p.k_pool.data) + page * p.k_pool.page_stride + slot * p.k_pool.slot_stride;
+    const char* v_page =
+        static_cast<const char*>(p.v_pool.data) + page * p.v_pool.page_stride + slot * p.v_pool.slot_stride;
     char* k_row = static_cast<char*>(p.k_out) + static_cast<i64>(row) * row_bytes;
     char* v_row = static_cast<char*>(p.v_out) + static_cast<i64>(row) * row_bytes;
     for (int u = lane; u < 2 * head_chunks; u += 32) {

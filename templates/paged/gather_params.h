@@ -10,7 +10,7 @@
 #define TSATTN_PAGED_GATHER_PARAMS_H
 
 #define TSATTN_GATHER_PARAMS_VERSION 1
-#define TSATTN_GATHER_THREADS 256  // threads per CTA, both kernels
+#define TSATTN_GATHER_THREADS 256     // threads per CTA, both kernels
 #define TSATTN_GATHER_CHUNK_BYTES 16  // one access: a head row (D elements) is a whole number of them
 
 // One page pool (k_cache or v_cache). Byte (page, slot, head, c) of a head row is at

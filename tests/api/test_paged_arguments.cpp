@@ -80,8 +80,8 @@ struct PagedCall {
     if (lse) lse_view = lse->view();
     tsattn_prefill_options o = options;
     o.lse = lse_view ? &*lse_view : nullptr;
-    const tsattn_status status = tsattn_batch_prefill_with_paged_kv_cache(&qv, &kc, &vc, &qo, &indptr, &indices,
-                                                                          &last, page_size, kv_layout, &o, &ov);
+    const tsattn_status status = tsattn_batch_prefill_with_paged_kv_cache(&qv, &kc, &vc, &qo, &indptr, &indices, &last,
+                                                                          page_size, kv_layout, &o, &ov);
     return {status, tsattn_last_error_message()};
   }
 
@@ -159,10 +159,16 @@ TEST_SUITE("api/paged_arguments") {
   TEST_CASE("q against the pools, and the pools") {
     check_rejected([](PagedCall& c) { c.q.dtype = TSATTN_DTYPE_FLOAT16; }, TSATTN_ERROR_NOT_IMPLEMENTED,
                    {"q, k_cache and v_cache must share one dtype", "q=float16", "k_cache=bfloat16"});
-    check_rejected([](PagedCall& c) { c.q.shape = {12, 3, 128}; }, TSATTN_ERROR_VALUE,
-                   {"Hq=q.shape[1]=3 must be a multiple of Hkv=k_cache.shape[1]=2"});
-    check_rejected([](PagedCall& c) { c.q.shape = {12, 4, 256}; }, TSATTN_ERROR_VALUE,
-                   {"head dims differ: q.shape[-1]=256 but k_cache.shape[-1]=128"});
+    check_rejected(
+        [](PagedCall& c) {
+          c.q.shape = {12, 3, 128};
+        },
+        TSATTN_ERROR_VALUE, {"Hq=q.shape[1]=3 must be a multiple of Hkv=k_cache.shape[1]=2"});
+    check_rejected(
+        [](PagedCall& c) {
+          c.q.shape = {12, 4, 256};
+        },
+        TSATTN_ERROR_VALUE, {"head dims differ: q.shape[-1]=256 but k_cache.shape[-1]=128"});
     check_rejected([](PagedCall& c) { c.q.shape = {12, 512}; }, TSATTN_ERROR_VALUE, {"q must be 3-D"});
     check_rejected([](PagedCall& c) { c.q.device_id = 1; }, TSATTN_ERROR_VALUE, {"q is on cuda:1", "k_cache"});
     check_rejected([](PagedCall& c) { c.v_cache.dtype = TSATTN_DTYPE_FLOAT16; }, TSATTN_ERROR_NOT_IMPLEMENTED,
@@ -180,8 +186,11 @@ TEST_SUITE("api/paged_arguments") {
         TSATTN_ERROR_TYPE, {"paged_kv_indices has dtype int64; expected int32"});
     check_rejected([](PagedCall& c) { c.qo_indptr.dtype = TSATTN_DTYPE_INT64; }, TSATTN_ERROR_TYPE,
                    {"qo_indptr has dtype int64; expected int32"});
-    check_rejected([](PagedCall& c) { c.paged_kv_last_page_len.shape = {1, 3}; }, TSATTN_ERROR_VALUE,
-                   {"paged_kv_last_page_len must be 1-D (got shape [1, 3])"});
+    check_rejected(
+        [](PagedCall& c) {
+          c.paged_kv_last_page_len.shape = {1, 3};
+        },
+        TSATTN_ERROR_VALUE, {"paged_kv_last_page_len must be 1-D (got shape [1, 3])"});
     check_rejected([](PagedCall& c) { c.paged_kv_indices = as_cuda(c.paged_kv_indices); }, TSATTN_ERROR_VALUE,
                    {"must all be on the host or all on the GPU", "paged_kv_indices on cuda:0"});
     check_rejected([](PagedCall& c) { c.paged_kv_indptr.shape = {3}; }, TSATTN_ERROR_VALUE,
@@ -245,7 +254,7 @@ TEST_SUITE("api/paged_arguments") {
     check_rejected(
         [](PagedCall& c) {
           c.options.mask_type = TSATTN_MASK_CAUSAL;
-          c.t.paged_kv_last_page_len[2] = 1;  // 17 -> 2 pages: 16 + 1 keys; 7 queries still fit
+          c.t.paged_kv_last_page_len[2] = 1;                    // 17 -> 2 pages: 16 + 1 keys; 7 queries still fit
           c.t.paged_kv_indptr[3] = c.t.paged_kv_indptr[2] + 1;  // one page of 1 key: Sk = 1 < Sq = 7
           c.set_tables();
         },
@@ -310,8 +319,8 @@ TEST_SUITE("api/paged_arguments") {
       CHECK(message.find(c.part) != std::string::npos);
     }
     CHECK(tsattn_paged_prefill_plan_create(nullptr, nullptr) == TSATTN_ERROR_VALUE);
-    CHECK(tsattn_paged_prefill_plan_run(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                        nullptr, nullptr) == TSATTN_ERROR_VALUE);
+    CHECK(tsattn_paged_prefill_plan_run(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                        nullptr) == TSATTN_ERROR_VALUE);
     CHECK(std::string(tsattn_last_error_message()).find("tsattn_paged_prefill_plan_create") != std::string::npos);
     tsattn_paged_prefill_plan_destroy(nullptr);
   }

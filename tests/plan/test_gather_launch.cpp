@@ -100,8 +100,8 @@ TEST_SUITE("plan/gather_launch") {
           CHECK(reinterpret_cast<uintptr_t>(params.kv_indptr) == 0x1000);
           CHECK(reinterpret_cast<uintptr_t>(params.k_out) == 0x2000);
           CHECK(reinterpret_cast<uintptr_t>(params.v_out) == 0x3000);
-          for (const auto& [pool, tensor, view] : {std::tuple{params.k_pool, &p.k, pools.k},
-                                                   std::tuple{params.v_pool, &p.v, pools.v}}) {
+          for (const auto& [pool, tensor, view] :
+               {std::tuple{params.k_pool, &p.k, pools.k}, std::tuple{params.v_pool, &p.v, pools.v}}) {
             CHECK(pool.data == tensor->data);
             for (int64_t page : {0, 4})
               for (int64_t slot : {0, 31})
@@ -115,7 +115,8 @@ TEST_SUITE("plan/gather_launch") {
   }
 
   TEST_CASE("counts past int32 are clamped to it, and the grid covers the rows up to what the GPU holds") {
-    const PagePoolTensors p = make_page_pools(TSATTN_DTYPE_BFLOAT16, PageLayout::hnd, 2, 16, 1, 128, PoolStyle::compact);
+    const PagePoolTensors p =
+        make_page_pools(TSATTN_DTYPE_BFLOAT16, PageLayout::hnd, 2, 16, 1, 128, PoolStyle::compact);
     const tsattn_tensor_view k = p.k.view(), v = p.v.view();
     PagePools pools = check_page_pools(&k, &v, PageLayout::hnd, 16, Residency::host);
     pools.k.num_pages = int64_t{1} << 40;  // a pool no int32 page id reaches the end of
