@@ -55,8 +55,8 @@ struct PagedCase {
     std::string lengths;
     for (const RequestLengths& r : requests) lengths += fmt::format("({},{})", r.q_len, r.kv_len);
     return fmt::format("{} {} page_size={} {} tables, Hq={} Hkv={} D={} {}->{} mask={} window={} lengths {}",
-                       page_layout_name(layout), pool_style_name(style), page_size, device_tables ? "GPU" : "host",
-                       hq, hkv, head_dim, dtype_name(input), dtype_name(output), static_cast<int>(mask), window_left,
+                       page_layout_name(layout), pool_style_name(style), page_size, device_tables ? "GPU" : "host", hq,
+                       hkv, head_dim, dtype_name(input), dtype_name(output), static_cast<int>(mask), window_left,
                        lengths);
   }
 };
@@ -130,7 +130,12 @@ class PagedData {
 
   const Tensor& table(int i) const { return c_.device_tables ? device_tables_[i].device : host_tables_[i].tensor; }
   PagedKvCache cache() const {
-    return {k_dev_.device, v_dev_.device, table(1), table(2), table(3), c_.page_size,
+    return {k_dev_.device,
+            v_dev_.device,
+            table(1),
+            table(2),
+            table(3),
+            c_.page_size,
             c_.layout == PageLayout::hnd ? TSATTN_KV_LAYOUT_HND : TSATTN_KV_LAYOUT_NHD};
   }
 
@@ -184,8 +189,8 @@ class PagedData {
     o.mask_type = c_.mask;
     o.window_left = c_.window_left;
     o.out_dtype = c_.output;
-    const ref::PagedArguments args{&q,         &k, &v, &tables[0], &tables[1], &tables[2], &tables[3], c_.page_size,
-                                   c_.layout, &o, &out};
+    const ref::PagedArguments args{&q,         &k,           &v,        &tables[0], &tables[1], &tables[2],
+                                   &tables[3], c_.page_size, c_.layout, &o,         &out};
     return ref::reference_paged_prefill(args);
   }
 
@@ -200,8 +205,8 @@ class PagedData {
     o.mask_type = c_.mask;
     o.window_left = c_.window_left;
     o.out_dtype = c_.output;
-    const ref::GatheredPagedProblem gathered({&q, &k, &v, &tables[0], &tables[1], &tables[2], &tables[3],
-                                              c_.page_size, c_.layout, &o, &out});
+    const ref::GatheredPagedProblem gathered(
+        {&q, &k, &v, &tables[0], &tables[1], &tables[2], &tables[3], c_.page_size, c_.layout, &o, &out});
     const Problem& p = gathered.problem();
     std::vector<double> lse;
     for (int64_t b = 0; b < p.batch; ++b)
@@ -216,9 +221,9 @@ class PagedData {
             for (int d = 0; d < p.head_dim; ++d)
               dot += double{ref::load_element(p.input_dtype, p.q.data,
                                               (p.q_token_offset(b) + i) * p.q.token_stride + h * p.q.head_stride + d)} *
-                     ref::load_element(p.input_dtype, p.k.data,
-                                       (p.kv_token_offset(b) + j) * p.k.token_stride +
-                                           (h / p.group_size()) * p.k.head_stride + d);
+                     ref::load_element(
+                         p.input_dtype, p.k.data,
+                         (p.kv_token_offset(b) + j) * p.k.token_stride + (h / p.group_size()) * p.k.head_stride + d);
             scores.push_back(double{p.sm_scale} * dot);
           }
           if (scores.empty()) {
@@ -356,8 +361,9 @@ TEST_SUITE("gpu/paged") {
   TEST_CASE("a plan's runs equal the one-shot call bit for bit, with lse against the fp64 log-sum-exp") {
     TSATTN_REQUIRE_GPU();
     std::mt19937_64 rng(test_seed());
-    for (const auto& [mask, window] : {std::pair{TSATTN_MASK_DENSE, int64_t{-1}}, std::pair{TSATTN_MASK_CAUSAL, int64_t{-1}},
-                                       std::pair{TSATTN_MASK_CAUSAL, int64_t{40}}})
+    for (const auto& [mask, window] :
+         {std::pair{TSATTN_MASK_DENSE, int64_t{-1}}, std::pair{TSATTN_MASK_CAUSAL, int64_t{-1}},
+          std::pair{TSATTN_MASK_CAUSAL, int64_t{40}}})
       for (bool device_tables : {false, true}) {
         PagedCase c;
         c.mask = mask;
@@ -469,7 +475,8 @@ TEST_SUITE("gpu/paged") {
         data.v_device().upload(data.pools().v_mem);
         PageTableValues next = t;
         for (int32_t n = 0; n < t.paged_kv_indptr.back(); ++n)
-          next.paged_kv_indices[static_cast<size_t>(n)] = moved_to[static_cast<size_t>(t.paged_kv_indices[static_cast<size_t>(n)])];
+          next.paged_kv_indices[static_cast<size_t>(n)] =
+              moved_to[static_cast<size_t>(t.paged_kv_indices[static_cast<size_t>(n)])];
         data.set_tables(next);
       }
       data.poison();
@@ -524,7 +531,8 @@ TEST_SUITE("gpu/paged") {
         for (int64_t e = first; e < last; ++e) {
           const float x = ref::load_element(c.output, out.data(), e);
           non_finite += !std::isfinite(x);
-          wrong += b != 1 && std::fabs(x - good[static_cast<size_t>(e)]) > 1e-2 + 2e-2 * std::fabs(good[static_cast<size_t>(e)]);
+          wrong += b != 1 &&
+                   std::fabs(x - good[static_cast<size_t>(e)]) > 1e-2 + 2e-2 * std::fabs(good[static_cast<size_t>(e)]);
         }
         INFO("request ", b);
         CHECK(non_finite == 0);
@@ -532,9 +540,10 @@ TEST_SUITE("gpu/paged") {
       }
     }
     // Garbage indptrs and page lengths everywhere: no fault.
-    for (const auto& [indptr, last] :
-         {std::pair{std::vector<int32_t>{5, -7, std::numeric_limits<int32_t>::max(), 3}, std::vector<int32_t>{0, -1, 17}},
-          std::pair{std::vector<int32_t>{0, 9, 1, 1 << 30}, std::vector<int32_t>{std::numeric_limits<int32_t>::min(), 16, 0}}}) {
+    for (const auto& [indptr, last] : {std::pair{std::vector<int32_t>{5, -7, std::numeric_limits<int32_t>::max(), 3},
+                                                 std::vector<int32_t>{0, -1, 17}},
+                                       std::pair{std::vector<int32_t>{0, 9, 1, 1 << 30},
+                                                 std::vector<int32_t>{std::numeric_limits<int32_t>::min(), 16, 0}}}) {
       PageTableValues garbage = data.tables();
       garbage.paged_kv_indptr = indptr;
       garbage.paged_kv_last_page_len = last;
