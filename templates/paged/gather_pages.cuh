@@ -120,13 +120,15 @@ extern "C" __global__ void __launch_bounds__(TSATTN_GATHER_THREADS)
   const int warps = gridDim.x * kWarps;
   const int head_chunks = p.num_kv_heads * p.row_chunks;  // per row and tensor
   const i64 row_bytes = static_cast<i64>(head_chunks) * TSATTN_GATHER_CHUNK_BYTES;
-  for (int row = blockIdx.x * kWarps + static_cast<int>(threadIdx.x) / 32; row < rows; row += warps) {
+  // 64-bit, so that row + warps cannot wrap near 2^31 rows.
+  for (i64 r = static_cast<i64>(blockIdx.x) * kWarps + threadIdx.x / 32; r < rows; r += warps) {
+    const int row = static_cast<int>(r);
     const int b = owner(p.kv_indptr, p.batch, row);
     int first, pages;
     page_run(p, b, first, pages);
     const int key = row - p.kv_indptr[b];  // < request_keys(b) <= pages * page_size
     // Inside the request's run by the scan's clamps; clamped again against tables that changed since.
-    const int entry = min(first + key / p.page_size, p.num_entries - 1);
+    const i64 entry = min(static_cast<i64>(first) + key / p.page_size, static_cast<i64>(p.num_entries) - 1);
     const i64 page = clamp_int(p.paged_kv_indices[entry], 0, p.num_pages - 1);
     const i64 slot = key % p.page_size;
     const char* k_page =
