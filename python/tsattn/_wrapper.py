@@ -289,9 +289,10 @@ class BatchPrefillPagedTSWrapper:
 
         self._release()
         handle = ctypes.c_void_p()
-        _library.check(lib.tsattn_paged_prefill_plan_create(ctypes.byref(options), ctypes.byref(handle)))
+        create = _library.function("tsattn_paged_prefill_plan_create")
+        _library.check(create(ctypes.byref(options), ctypes.byref(handle)))
         self._lib = lib
-        self._run_c = lib.tsattn_paged_prefill_plan_run
+        self._run_c = _library.function("tsattn_paged_prefill_plan_run")
         self._handle = handle.value
         self._device_index = index
         self._out_dtype = q_dtype if s.out_dtype_code == DTYPE_UNSET else CODE_DTYPES[s.out_dtype_code]
