@@ -193,6 +193,82 @@ TSATTN_API tsattn_status tsattn_prefill_plan_run(tsattn_prefill_plan* plan, cons
 TSATTN_API void tsattn_prefill_plan_destroy(tsattn_prefill_plan* plan);
 
 /*
+ * Prefill over a paged KV cache (docs/paged_kv.md): q packed as in tsattn_batch_prefill, the keys and
+ * values in two page pools, each request's keys named by page tables:
+ *   q [total_q, Hq, D]; k_cache, v_cache [num_pages, Hkv, page_size, D] (TSATTN_KV_LAYOUT_HND) or
+ *   [num_pages, page_size, Hkv, D] (TSATTN_KV_LAYOUT_NHD), any strides with D contiguous and the rest
+ *   16-byte aligned; qo_indptr and paged_kv_indptr int32 [B+1]; paged_kv_indices int32 (page ids);
+ *   paged_kv_last_page_len int32 [B]; page_size 16, 32, 64 or 128; out [total_q, Hq, D].
+ * Request b's keys are pages paged_kv_indices[paged_kv_indptr[b] .. paged_kv_indptr[b+1]-1] in order,
+ * the last holding paged_kv_last_page_len[b] keys. The four tables are all on the host (every value
+ * is checked before anything is queued) or all on q's GPU (never read back: clamped on the device,
+ * so the call can be captured in a CUDA graph).
+ */
+typedef enum tsattn_kv_layout {
+  TSATTN_KV_LAYOUT_HND = 0, /* pages [Hkv, page_size, D] */
+  TSATTN_KV_LAYOUT_NHD = 1  /* pages [page_size, Hkv, D] */
+} tsattn_kv_layout;
+
+/* out = attention(q, the paged keys and values) with options as tsattn_batch_prefill takes them (no
+ * variable_window mask: dense or causal, bottom-right aligned, with an optional window_left; lse may
+ * be given). Work is queued on options->stream; the call returns before it finishes. */
+TSATTN_API tsattn_status tsattn_batch_prefill_with_paged_kv_cache(
+    const tsattn_tensor_view* q, const tsattn_tensor_view* k_cache, const tsattn_tensor_view* v_cache,
+    const tsattn_tensor_view* qo_indptr, const tsattn_tensor_view* paged_kv_indptr,
+    const tsattn_tensor_view* paged_kv_indices, const tsattn_tensor_view* paged_kv_last_page_len, int64_t page_size,
+    int32_t kv_layout, const tsattn_prefill_options* options, const tsattn_tensor_view* out);
+
+/* A plan for paged calls: tsattn_prefill_plan's rules, for packed q and a paged KV cache. Its
+ * capacities bound each run as a packed plan's do (batch_size requests of at most max_seq_len_q
+ * queries and max_kv_len keys); page_size and kv_layout are fixed by the plan. */
+typedef struct tsattn_paged_prefill_plan tsattn_paged_prefill_plan;
+
+/* What a paged plan fixes. Initialise with tsattn_paged_prefill_plan_options_init(), then set every
+ * capacity, the heads, the head dim and the dtypes; the fields mean what they mean in
+ * tsattn_prefill_plan_options. */
+typedef struct tsattn_paged_prefill_plan_options {
+  size_t struct_size; /* sizeof(tsattn_paged_prefill_plan_options) as the caller compiled it */
+  int32_t device_id;
+  int64_t batch_size;
+  int64_t max_seq_len_q;
+  int64_t max_kv_len;
+  int32_t num_qo_heads;
+  int32_t num_kv_heads;
+  int32_t head_dim;
+  int32_t q_dtype;
+  int32_t kv_dtype;
+  int32_t out_dtype;
+  int32_t mask_type; /* dense or causal */
+  int64_t window_left;
+  int32_t has_sm_scale;
+  double sm_scale;
+  double output_scale;
+  int64_t page_size; /* default 32 */
+  int32_t kv_layout; /* tsattn_kv_layout; default HND */
+} tsattn_paged_prefill_plan_options;
+
+TSATTN_API void tsattn_paged_prefill_plan_options_init(tsattn_paged_prefill_plan_options* options);
+
+/* As tsattn_prefill_plan_create; the plan also owns the buffer the pages are gathered into
+ * (batch_size * max_kv_len keys of K and of V). */
+TSATTN_API tsattn_status tsattn_paged_prefill_plan_create(const tsattn_paged_prefill_plan_options* options,
+                                                          tsattn_paged_prefill_plan** plan);
+
+/* out = the paged attention with the plan's settings, tensors as
+ * tsattn_batch_prefill_with_paged_kv_cache takes them; run options as tsattn_prefill_plan_run takes
+ * them (variable-window bounds must be NULL). Within the capacities no run compiles, allocates or
+ * waits for the device; with options->validate = 0 the host checks are skipped and lengths beyond
+ * the capacities are clamped on the device. The same output as the one-shot call, bit for bit. */
+TSATTN_API tsattn_status tsattn_paged_prefill_plan_run(
+    tsattn_paged_prefill_plan* plan, const tsattn_tensor_view* q, const tsattn_tensor_view* k_cache,
+    const tsattn_tensor_view* v_cache, const tsattn_tensor_view* qo_indptr, const tsattn_tensor_view* paged_kv_indptr,
+    const tsattn_tensor_view* paged_kv_indices, const tsattn_tensor_view* paged_kv_last_page_len,
+    const tsattn_prefill_run_options* options, const tsattn_tensor_view* out);
+
+/* As tsattn_prefill_plan_destroy. */
+TSATTN_API void tsattn_paged_prefill_plan_destroy(tsattn_paged_prefill_plan* plan);
+
+/*
  * Merging attention states (docs/contract.md, "Merging attention states"). Two partial attentions of
  * the same queries over disjoint key sets, each with its log-sum-exp (the natural log, -inf for a row
  * that saw no key: what options.lse holds), combine into the attention over both sets:
@@ -252,11 +328,12 @@ TSATTN_API tsattn_status tsattn_precompile(const char* manifest_path, const char
  * next tsattn call on this thread. */
 TSATTN_API const char* tsattn_last_error_message(void);
 
-/* Which kernel the last tsattn_batch_prefill or tsattn_prefill_plan_run call on this thread
- * launched: its canonical name, "prefill.<family>.<cubin arch>.d<D>.<in>_<out>.<mask>.<layout>", for
- * example "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed" (the Hopper family) or
- * "prefill.sm80.sm_90a.d128.e4m3_bf16.dense.packed" (the portable family, compiled for Hopper),
- * with ".lse" appended for the kernel that writes the log-sum-exp output (options.lse).
+/* Which attention kernel the last tsattn_batch_prefill, tsattn_prefill_plan_run,
+ * tsattn_batch_prefill_with_paged_kv_cache or tsattn_paged_prefill_plan_run call on this thread
+ * launched (a paged call's page gather is not reported): its canonical name, "prefill.<family>.<cubin
+ * arch>.d<D>.<in>_<out>.<mask>.<layout>", for example "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed" (the Hopper
+ * family) or "prefill.sm80.sm_90a.d128.e4m3_bf16.dense.packed" (the portable family, compiled for Hopper), with ".lse"
+ * appended for the kernel that writes the log-sum-exp output (options.lse).
  * "" before the first call, and after a call that failed or had nothing to launch (no query
  * rows): every call starts by clearing it. Never NULL; valid until the next such call on this
  * thread. A launch queued on a stream is reported even though the kernel may not have run yet. */

@@ -207,6 +207,138 @@ class BatchPrefillTSWrapper {
   tsattn_prefill_plan* plan_ = nullptr;
 };
 
+// A paged KV cache (docs/paged_kv.md): the two page pools, the tables that name each request's pages
+// (int32, all on the host or all on the GPU) and how the pools are laid out.
+struct PagedKvCache {
+  const Tensor& k_cache;
+  const Tensor& v_cache;
+  const Tensor& paged_kv_indptr;
+  const Tensor& paged_kv_indices;
+  const Tensor& paged_kv_last_page_len;
+  int64_t page_size = 32;
+  tsattn_kv_layout kv_layout = TSATTN_KV_LAYOUT_HND;
+};
+
+// out = attention(q, the paged keys and values); q and out packed [total_q, Hq, D] with qo_indptr.
+// options as for batch_prefill, without variable windows.
+inline void batch_prefill_with_paged_kv_cache(const Tensor& q, const PagedKvCache& cache, const Tensor& qo_indptr,
+                                              const Tensor& out, const PrefillOptions& options = {}) {
+  const tsattn_tensor_view qv = q.view(), kc = cache.k_cache.view(), vc = cache.v_cache.view(), qo = qo_indptr.view(),
+                           indptr = cache.paged_kv_indptr.view(), indices = cache.paged_kv_indices.view(),
+                           last = cache.paged_kv_last_page_len.view(), ov = out.view();
+  std::optional<tsattn_tensor_view> starts, ends, lse;
+  if (options.variable_window_token_starts) starts = options.variable_window_token_starts->view();
+  if (options.variable_window_token_ends) ends = options.variable_window_token_ends->view();
+  if (options.lse) lse = options.lse->view();
+  tsattn_prefill_options c;
+  tsattn_prefill_options_init(&c);
+  c.mask_type = options.mask;
+  c.window_left = options.window_left;
+  c.variable_window_token_starts = starts ? &*starts : nullptr;
+  c.variable_window_token_ends = ends ? &*ends : nullptr;
+  c.has_sm_scale = options.sm_scale.has_value();
+  c.sm_scale = options.sm_scale.value_or(0.0);
+  c.output_scale = options.output_scale;
+  c.out_dtype = options.out_dtype;
+  c.stream = options.stream;
+  c.lse = lse ? &*lse : nullptr;
+  check(tsattn_batch_prefill_with_paged_kv_cache(&qv, &kc, &vc, &qo, &indptr, &indices, &last, cache.page_size,
+                                                 cache.kv_layout, &c, &ov));
+}
+
+// What a BatchPrefillPagedTSWrapper's plan fixes (tsattn_paged_prefill_plan_options): PlanOptions'
+// fields (q packed) and the pages' size and layout.
+struct PagedPlanOptions {
+  int32_t device = 0;
+  int64_t batch_size = 0;
+  int64_t max_seq_len_q = 0;
+  int64_t max_kv_len = 0;
+  int32_t num_qo_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  tsattn_dtype q_dtype = TSATTN_DTYPE_BFLOAT16;
+  tsattn_dtype kv_dtype = TSATTN_DTYPE_BFLOAT16;
+  tsattn_dtype out_dtype = TSATTN_DTYPE_UNSET;  // default: q_dtype
+  tsattn_mask_type mask = TSATTN_MASK_DENSE;
+  int64_t window_left = -1;
+  std::optional<double> sm_scale;  // default 1/sqrt(head_dim)
+  double output_scale = 1.0;
+  int64_t page_size = 32;
+  tsattn_kv_layout kv_layout = TSATTN_KV_LAYOUT_HND;
+};
+
+// Plan once, run every layer, over a paged KV cache: BatchPrefillTSWrapper's rules
+// (tsattn_paged_prefill_plan). RunOptions' variable-window bounds must be null.
+class BatchPrefillPagedTSWrapper {
+ public:
+  BatchPrefillPagedTSWrapper() = default;
+  explicit BatchPrefillPagedTSWrapper(const PagedPlanOptions& options) { plan(options); }
+  ~BatchPrefillPagedTSWrapper() { tsattn_paged_prefill_plan_destroy(plan_); }
+  BatchPrefillPagedTSWrapper(BatchPrefillPagedTSWrapper&& other) noexcept
+      : plan_(std::exchange(other.plan_, nullptr)) {}
+  BatchPrefillPagedTSWrapper& operator=(BatchPrefillPagedTSWrapper&& other) noexcept {
+    if (this != &other) {
+      tsattn_paged_prefill_plan_destroy(plan_);
+      plan_ = std::exchange(other.plan_, nullptr);
+    }
+    return *this;
+  }
+  BatchPrefillPagedTSWrapper(const BatchPrefillPagedTSWrapper&) = delete;
+  BatchPrefillPagedTSWrapper& operator=(const BatchPrefillPagedTSWrapper&) = delete;
+
+  // Replaces the current plan (if any) by a new one; on failure the wrapper holds no plan.
+  void plan(const PagedPlanOptions& options) {
+    tsattn_paged_prefill_plan_destroy(std::exchange(plan_, nullptr));
+    tsattn_paged_prefill_plan_options c;
+    tsattn_paged_prefill_plan_options_init(&c);
+    c.device_id = options.device;
+    c.batch_size = options.batch_size;
+    c.max_seq_len_q = options.max_seq_len_q;
+    c.max_kv_len = options.max_kv_len;
+    c.num_qo_heads = options.num_qo_heads;
+    c.num_kv_heads = options.num_kv_heads;
+    c.head_dim = options.head_dim;
+    c.q_dtype = options.q_dtype;
+    c.kv_dtype = options.kv_dtype;
+    c.out_dtype = options.out_dtype;
+    c.mask_type = options.mask;
+    c.window_left = options.window_left;
+    c.has_sm_scale = options.sm_scale.has_value();
+    c.sm_scale = options.sm_scale.value_or(0.0);
+    c.output_scale = options.output_scale;
+    c.page_size = options.page_size;
+    c.kv_layout = options.kv_layout;
+    check(tsattn_paged_prefill_plan_create(&c, &plan_));
+  }
+
+  // out = the paged attention with the plan's settings (cache.page_size and cache.kv_layout are the
+  // plan's; the ones given are not read). Throws Error(value) when there is no plan.
+  void run(const Tensor& q, const PagedKvCache& cache, const Tensor& qo_indptr, const Tensor& out,
+           const RunOptions& options = {}) const {
+    const tsattn_tensor_view qv = q.view(), kc = cache.k_cache.view(), vc = cache.v_cache.view(), qo = qo_indptr.view(),
+                             indptr = cache.paged_kv_indptr.view(), indices = cache.paged_kv_indices.view(),
+                             last = cache.paged_kv_last_page_len.view(), ov = out.view();
+    std::optional<tsattn_tensor_view> starts, ends, lse;
+    if (options.variable_window_token_starts) starts = options.variable_window_token_starts->view();
+    if (options.variable_window_token_ends) ends = options.variable_window_token_ends->view();
+    if (options.lse) lse = options.lse->view();
+    tsattn_prefill_run_options c;
+    tsattn_prefill_run_options_init(&c);
+    c.variable_window_token_starts = starts ? &*starts : nullptr;
+    c.variable_window_token_ends = ends ? &*ends : nullptr;
+    c.lse = lse ? &*lse : nullptr;
+    c.validate = options.validate ? 1 : 0;
+    c.stream = options.stream;
+    check(tsattn_paged_prefill_plan_run(plan_, &qv, &kc, &vc, &qo, &indptr, &indices, &last, &c, &ov));
+  }
+
+  bool planned() const noexcept { return plan_ != nullptr; }
+  tsattn_paged_prefill_plan* handle() const noexcept { return plan_; }
+
+ private:
+  tsattn_paged_prefill_plan* plan_ = nullptr;
+};
+
 // Merging attention states through their log-sum-exp (tsattn_merge_state, tsattn_merge_states):
 // out and, when given, s_out receive the merged state; the work is queued on `stream`.
 inline void merge_state(const Tensor& v_a, const Tensor& s_a, const Tensor& v_b, const Tensor& s_b, const Tensor& out,

@@ -1,4 +1,5 @@
-"""The public batch_prefill (docs/contract.md, "Python signature")."""
+"""The public one-shot calls: batch_prefill (docs/contract.md, "Python signature") and
+batch_prefill_with_paged_kv_cache (docs/paged_kv.md, "Signature")."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ from typing import Optional
 import torch
 
 from . import _ops
-from ._args import check_arguments
+from ._args import (
+    check_arguments,
+    check_page_size,
+    check_paged_mask,
+    check_paged_tensors,
+    check_scalars,
+    kv_layout_code,
+)
 
 
 def batch_prefill(
@@ -72,4 +80,65 @@ def batch_prefill(
     if out is None:
         return _ops.functional(*args)
     _ops.mutating(*args, out)
+    return out
+
+
+def batch_prefill_with_paged_kv_cache(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    qo_indptr: torch.Tensor,
+    paged_kv_indptr: torch.Tensor,
+    paged_kv_indices: torch.Tensor,
+    paged_kv_last_page_len: torch.Tensor,
+    *,
+    page_size: int = 32,
+    kv_layout: str = "HND",
+    mask_type: str = "dense",
+    window_left: int = -1,
+    sm_scale: Optional[float] = None,
+    output_scale: float = 1.0,
+    out_dtype: Optional[torch.dtype] = None,
+    out: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Prefill attention over a paged KV cache (docs/paged_kv.md).
+
+    q ``[total_q, Hq, D]`` packed by ``qo_indptr`` as in ``batch_prefill``; ``k_cache`` and ``v_cache``
+    ``[num_pages, Hkv, page_size, D]`` (``kv_layout="HND"``) or ``[num_pages, page_size, Hkv, D]``
+    (``"NHD"``); request b's keys are the pages ``paged_kv_indices[paged_kv_indptr[b]:paged_kv_indptr[b+1]]``
+    in order, the last holding ``paged_kv_last_page_len[b]`` keys. The four int32 tables are all on
+    the CPU (checked before anything runs) or all on q's GPU (never read back: the call can be
+    captured in a CUDA graph). ``mask_type`` is "dense" or "causal" (bottom-right aligned: the
+    queries are the last Sq keys of their request), with an optional ``window_left``. Runs on torch's
+    current CUDA stream and returns ``out`` (allocated if not given). Not differentiable.
+    """
+    check_paged_tensors(
+        q, k_cache, v_cache, (qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len), out
+    )
+    page = check_page_size(page_size)
+    kv_layout_code(kv_layout)  # the name's check; the op carries the name
+    s = check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype)
+    check_paged_mask(s.mask_type)
+    args = (
+        q,
+        k_cache,
+        v_cache,
+        qo_indptr,
+        paged_kv_indptr,
+        paged_kv_indices,
+        paged_kv_last_page_len,
+        page,
+        kv_layout,
+        s.mask_type,
+        s.window_left,
+        s.sm_scale,
+        s.output_scale,
+        s.out_dtype_code,
+    )
+    tensors = (q, k_cache, v_cache, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, out)
+    if not _ops.AVAILABLE or not _ops.dispatcher_needed(tensors):
+        return _ops.paged_eager(*args, out)
+    if out is None:
+        return _ops.paged_functional(*args)
+    _ops.paged_mutating(*args, out)
     return out

@@ -13,6 +13,8 @@ import torch
 from ._views import ATTENTION_DTYPES, DTYPE_CODES, DTYPE_UNSET
 
 MASK_TYPES = ("dense", "causal", "variable_window")
+KV_LAYOUTS = ("HND", "NHD")  # the C ABI's tsattn_kv_layout codes, in order
+_PAGED_TABLES = ("qo_indptr", "paged_kv_indptr", "paged_kv_indices", "paged_kv_last_page_len")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -125,3 +127,40 @@ def check_arguments(
 ) -> Scalars:
     check_tensors(q, k, v, qo_indptr, kv_indptr, starts, ends, out)
     return check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype)
+
+
+def check_page_size(page_size) -> int:
+    """An int that fits int64 (TypeError, ValueError); which sizes are supported is the library's rule."""
+    if type(page_size) is not int:
+        if _is_bool(page_size) or not isinstance(page_size, numbers.Integral):
+            raise TypeError(f"page_size must be an int (got {type(page_size).__name__}: {page_size!r})")
+        page_size = int(page_size)
+    if not _INT64_MIN <= page_size <= _INT64_MAX:
+        raise ValueError(f"page_size={page_size} does not fit in int64")
+    return page_size
+
+
+def kv_layout_code(kv_layout) -> int:
+    """The C code of kv_layout: "HND" or "NHD" (TypeError for a non-str, ValueError for another name)."""
+    if kv_layout == "HND" and type(kv_layout) is str:
+        return 0
+    if not isinstance(kv_layout, str):
+        raise TypeError(f"kv_layout must be a str, one of HND, NHD (got {type(kv_layout).__name__}: {kv_layout!r})")
+    if kv_layout not in KV_LAYOUTS:
+        raise ValueError(f"kv_layout={kv_layout!r} is not one of {', '.join(repr(x) for x in KV_LAYOUTS)}")
+    return KV_LAYOUTS.index(kv_layout)
+
+
+def check_paged_mask(mask_type: str) -> None:
+    """After check_scalars: a paged KV cache has no variable_window mask."""
+    if mask_type == "variable_window":
+        raise ValueError("mask_type='variable_window' is not available with a paged KV cache; use 'dense' or 'causal'")
+
+
+def check_paged_tensors(q, k_cache, v_cache, tables, out) -> None:
+    """Every tensor argument of a paged call is a torch.Tensor (out may be None)."""
+    for value, name in ((q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache")):
+        check_tensor(value, name, optional=False)
+    for value, name in zip(tables, _PAGED_TABLES):
+        check_tensor(value, name, optional=False)
+    check_tensor(out, "out", optional=True)

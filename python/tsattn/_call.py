@@ -1,5 +1,5 @@
-"""One call of tsattn_batch_prefill, tsattn_merge_state or tsattn_merge_states on torch tensors (already
-checked by _args), on torch's current stream."""
+"""One call of tsattn_batch_prefill, tsattn_batch_prefill_with_paged_kv_cache, tsattn_merge_state or
+tsattn_merge_states on torch tensors (already checked by _args), on torch's current stream."""
 
 from __future__ import annotations
 
@@ -73,6 +73,63 @@ def run(
         optional(_LSE, lse, "lse") or 0,
     )
     status = _library.library().tsattn_batch_prefill(q_view, k_view, v_view, qo_view, kv_view, options, out_view)
+    if status:
+        _library.check(status)
+
+
+# A paged call's nine views, in the order of the C function's arguments (lse travels in the options).
+_PAGED_NAMES = (
+    "q",
+    "k_cache",
+    "v_cache",
+    "qo_indptr",
+    "paged_kv_indptr",
+    "paged_kv_indices",
+    "paged_kv_last_page_len",
+    "out",
+)
+_PAGED_LSE = 8
+
+
+def run_paged(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    qo_indptr: torch.Tensor,
+    paged_kv_indptr: torch.Tensor,
+    paged_kv_indices: torch.Tensor,
+    paged_kv_last_page_len: torch.Tensor,
+    page_size: int,
+    kv_layout_code: int,
+    mask_type: str,
+    window_left: int,
+    sm_scale: Optional[float],
+    output_scale: float,
+    out_dtype_code: int,
+    out: torch.Tensor,
+    lse: Optional[torch.Tensor] = None,
+) -> None:
+    """Queues out = attention(q, the paged keys and values) on torch's current stream of q's device."""
+    views = _buffer()
+    tensors = (q, k_cache, v_cache, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, out)
+    addresses = [views.put(slot, tensor, name) for slot, (tensor, name) in enumerate(zip(tensors, _PAGED_NAMES))]
+    device = q.get_device()
+    options = views.pack_options(
+        _OPTIONS_SIZE,
+        MASK_CODES[mask_type],
+        window_left,
+        0,
+        0,
+        0 if sm_scale is None else 1,
+        0.0 if sm_scale is None else sm_scale,
+        output_scale,
+        out_dtype_code,
+        current_stream(device) if device >= 0 else 0,
+        views.put_optional(_PAGED_LSE, lse, "lse") or 0,
+    )
+    status = _library.function("tsattn_batch_prefill_with_paged_kv_cache")(
+        *addresses[:7], page_size, kv_layout_code, options, addresses[7]
+    )
     if status:
         _library.check(status)
 

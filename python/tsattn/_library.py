@@ -89,6 +89,31 @@ class PlanOptions(ctypes.Structure):
     ]
 
 
+class PagedPlanOptions(ctypes.Structure):
+    """tsattn_paged_prefill_plan_options"""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("device_id", ctypes.c_int32),
+        ("batch_size", ctypes.c_int64),
+        ("max_seq_len_q", ctypes.c_int64),
+        ("max_kv_len", ctypes.c_int64),
+        ("num_qo_heads", ctypes.c_int32),
+        ("num_kv_heads", ctypes.c_int32),
+        ("head_dim", ctypes.c_int32),
+        ("q_dtype", ctypes.c_int32),
+        ("kv_dtype", ctypes.c_int32),
+        ("out_dtype", ctypes.c_int32),
+        ("mask_type", ctypes.c_int32),
+        ("window_left", ctypes.c_int64),
+        ("has_sm_scale", ctypes.c_int32),
+        ("sm_scale", ctypes.c_double),
+        ("output_scale", ctypes.c_double),
+        ("page_size", ctypes.c_int64),
+        ("kv_layout", ctypes.c_int32),
+    ]
+
+
 class RunOptions(ctypes.Structure):
     """tsattn_prefill_run_options"""
 
@@ -150,6 +175,17 @@ _OPTIONAL_PROTOTYPES = {
     # Views and the stream as addresses, as tsattn_batch_prefill's.
     "tsattn_merge_state": (ctypes.c_int, [ctypes.c_void_p] * 7),
     "tsattn_merge_states": (ctypes.c_int, [ctypes.c_void_p] * 5),
+    "tsattn_batch_prefill_with_paged_kv_cache": (
+        ctypes.c_int,
+        [ctypes.c_void_p] * 7 + [ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p],
+    ),
+    "tsattn_paged_prefill_plan_options_init": (None, [ctypes.POINTER(PagedPlanOptions)]),
+    "tsattn_paged_prefill_plan_create": (
+        ctypes.c_int,
+        [ctypes.POINTER(PagedPlanOptions), ctypes.POINTER(ctypes.c_void_p)],
+    ),
+    "tsattn_paged_prefill_plan_run": (ctypes.c_int, [ctypes.c_void_p] * 10),
+    "tsattn_paged_prefill_plan_destroy": (None, [ctypes.c_void_p]),
 }
 
 _lock = threading.Lock()

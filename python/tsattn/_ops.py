@@ -5,6 +5,8 @@ merge_states as one node each.
   shape and the resolved dtype on q's device.
 - ``tsattn::batch_prefill_out`` (mutates ``out``, returns nothing): the ``out=`` form; the Python
   wrapper returns ``out``. Under torch.compile it is functionalized like any mutating op.
+- ``tsattn::batch_prefill_with_paged_kv_cache`` (functional) and
+  ``tsattn::batch_prefill_with_paged_kv_cache_out`` (mutates ``out``): the same pair for the paged call.
 - ``tsattn::merge_state`` and ``tsattn::merge_states`` (functional): allocate and return
   ``(out, s_out)``; fakes of the shapes ``merge_outputs`` gives. ``tsattn::merge_state_out`` and
   ``tsattn::merge_states_out`` mutate both (the ``out=`` / ``s_out=`` forms; the Python wrappers
@@ -22,6 +24,7 @@ from typing import Optional, Tuple
 import torch
 
 from . import _call
+from ._args import kv_layout_code
 from ._views import CODE_DTYPES, DTYPE_UNSET
 
 AVAILABLE = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_fake")
@@ -39,6 +42,46 @@ def batch_prefill_eager(
         out = torch.empty_like(q, dtype=resolve_dtype(q, out_dtype_code), memory_format=torch.contiguous_format)
     _call.run(
         q, k, v, qo_indptr, kv_indptr, mask_type, window_left, starts, ends, sm_scale, output_scale, out_dtype_code, out
+    )
+    return out
+
+
+def paged_eager(
+    q,
+    k_cache,
+    v_cache,
+    qo_indptr,
+    paged_kv_indptr,
+    paged_kv_indices,
+    paged_kv_last_page_len,
+    page_size,
+    kv_layout,
+    mask_type,
+    window_left,
+    sm_scale,
+    output_scale,
+    out_dtype_code,
+    out,
+):
+    """The paged op bodies (and the path without custom ops): allocate out if needed, call the library."""
+    if out is None:
+        out = torch.empty_like(q, dtype=resolve_dtype(q, out_dtype_code), memory_format=torch.contiguous_format)
+    _call.run_paged(
+        q,
+        k_cache,
+        v_cache,
+        qo_indptr,
+        paged_kv_indptr,
+        paged_kv_indices,
+        paged_kv_last_page_len,
+        page_size,
+        kv_layout_code(kv_layout),
+        mask_type,
+        window_left,
+        sm_scale,
+        output_scale,
+        out_dtype_code,
+        out,
     )
     return out
 
@@ -97,6 +140,8 @@ merge_state_functional = None  # torch.ops.tsattn.merge_state
 merge_state_mutating = None  # torch.ops.tsattn.merge_state_out
 merge_states_functional = None  # torch.ops.tsattn.merge_states
 merge_states_mutating = None  # torch.ops.tsattn.merge_states_out
+paged_functional = None  # torch.ops.tsattn.batch_prefill_with_paged_kv_cache
+paged_mutating = None  # torch.ops.tsattn.batch_prefill_with_paged_kv_cache_out
 
 if AVAILABLE:
 
@@ -237,6 +282,112 @@ if AVAILABLE:
     def _merge_states_out_fake(v, s, out, s_out):
         return None
 
+    def _paged(
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        qo_indptr: torch.Tensor,
+        paged_kv_indptr: torch.Tensor,
+        paged_kv_indices: torch.Tensor,
+        paged_kv_last_page_len: torch.Tensor,
+        page_size: int,
+        kv_layout: str,
+        mask_type: str,
+        window_left: int,
+        sm_scale: Optional[float],
+        output_scale: float,
+        out_dtype: int,
+    ) -> torch.Tensor:
+        return paged_eager(
+            q,
+            k_cache,
+            v_cache,
+            qo_indptr,
+            paged_kv_indptr,
+            paged_kv_indices,
+            paged_kv_last_page_len,
+            page_size,
+            kv_layout,
+            mask_type,
+            window_left,
+            sm_scale,
+            output_scale,
+            out_dtype,
+            None,
+        )
+
+    def _paged_fake(
+        q,
+        k_cache,
+        v_cache,
+        qo_indptr,
+        paged_kv_indptr,
+        paged_kv_indices,
+        paged_kv_last_page_len,
+        page_size,
+        kv_layout,
+        mask_type,
+        window_left,
+        sm_scale,
+        output_scale,
+        out_dtype,
+    ):
+        return torch.empty(q.shape, dtype=resolve_dtype(q, out_dtype), device=q.device)
+
+    def _paged_out(
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        qo_indptr: torch.Tensor,
+        paged_kv_indptr: torch.Tensor,
+        paged_kv_indices: torch.Tensor,
+        paged_kv_last_page_len: torch.Tensor,
+        page_size: int,
+        kv_layout: str,
+        mask_type: str,
+        window_left: int,
+        sm_scale: Optional[float],
+        output_scale: float,
+        out_dtype: int,
+        out: torch.Tensor,
+    ) -> None:
+        paged_eager(
+            q,
+            k_cache,
+            v_cache,
+            qo_indptr,
+            paged_kv_indptr,
+            paged_kv_indices,
+            paged_kv_last_page_len,
+            page_size,
+            kv_layout,
+            mask_type,
+            window_left,
+            sm_scale,
+            output_scale,
+            out_dtype,
+            out,
+        )
+
+    def _paged_out_fake(
+        q,
+        k_cache,
+        v_cache,
+        qo_indptr,
+        paged_kv_indptr,
+        paged_kv_indices,
+        paged_kv_last_page_len,
+        page_size,
+        kv_layout,
+        mask_type,
+        window_left,
+        sm_scale,
+        output_scale,
+        out_dtype,
+        out,
+    ):
+        return None
+
     functional = _register("tsattn::batch_prefill", _functional, _functional_fake, ())
     mutating = _register("tsattn::batch_prefill_out", _mutating, _mutating_fake, ("out",))
     merge_state_functional = _register("tsattn::merge_state", _merge_state, _merge_state_fake, ())
@@ -247,3 +398,5 @@ if AVAILABLE:
     merge_states_mutating = _register(
         "tsattn::merge_states_out", _merge_states_out, _merge_states_out_fake, ("out", "s_out")
     )
+    paged_functional = _register("tsattn::batch_prefill_with_paged_kv_cache", _paged, _paged_fake, ())
+    paged_mutating = _register("tsattn::batch_prefill_with_paged_kv_cache_out", _paged_out, _paged_out_fake, ("out",))

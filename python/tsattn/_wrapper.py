@@ -1,4 +1,5 @@
-"""BatchPrefillTSWrapper: plan once, run every layer (docs/contract.md, "Plan once, run every layer").
+"""BatchPrefillTSWrapper and BatchPrefillPagedTSWrapper: plan once, run every layer (docs/contract.md,
+"Plan once, run every layer"; docs/paged_kv.md for the paged one).
 
 ``plan()`` checks the settings and has the library choose and load the kernel and allocate the
 plan's workspace (``tsattn_prefill_plan_create``); it may take milliseconds (seconds when the kernel
@@ -16,7 +17,16 @@ from typing import Optional
 import torch
 
 from . import _library
-from ._args import _is_bool, attention_dtype_code, check_scalars, check_tensors
+from ._args import (
+    _is_bool,
+    attention_dtype_code,
+    check_page_size,
+    check_paged_mask,
+    check_paged_tensors,
+    check_scalars,
+    check_tensors,
+    kv_layout_code,
+)
 from ._call import MASK_CODES
 from ._views import CODE_DTYPES, DTYPE_UNSET, ViewBuffer, current_stream, packer_for
 
@@ -47,6 +57,13 @@ def _device_index(device) -> int:
     if resolved.index is not None:
         return resolved.index
     return torch.cuda.current_device() if torch.cuda.is_available() else 0
+
+
+def _check_run_flags(return_lse, validate) -> None:
+    if return_lse is not True and return_lse is not False:
+        raise TypeError(f"return_lse must be a bool (got {type(return_lse).__name__}: {return_lse!r})")
+    if validate is not True and validate is not False:
+        raise TypeError(f"validate must be a bool (got {type(validate).__name__}: {validate!r})")
 
 
 class BatchPrefillTSWrapper:
@@ -149,10 +166,7 @@ class BatchPrefillTSWrapper:
         scaled scores, -inf for a row that sees no key. Tensors as ``batch_prefill`` takes them;
         shapes and host indptr values within the plan's capacities. ``validate=False`` skips the
         host checks (lengths beyond the capacities are clamped, never read out of bounds)."""
-        if return_lse is not True and return_lse is not False:
-            raise TypeError(f"return_lse must be a bool (got {type(return_lse).__name__}: {return_lse!r})")
-        if validate is not True and validate is not False:
-            raise TypeError(f"validate must be a bool (got {type(validate).__name__}: {validate!r})")
+        _check_run_flags(return_lse, validate)
         handle = self._handle
         if handle is None:
             raise RuntimeError("BatchPrefillTSWrapper.run() needs a plan: call plan() first")
@@ -189,6 +203,166 @@ class BatchPrefillTSWrapper:
         handle, self._handle = self._handle, None
         if handle is not None and self._lib is not None:
             self._lib.tsattn_prefill_plan_destroy(handle)
+
+    def __del__(self) -> None:
+        try:
+            self._release()
+        except Exception:  # interpreter shutdown: the library may already be gone
+            pass
+
+
+class BatchPrefillPagedTSWrapper:
+    """``BatchPrefillTSWrapper`` for a paged KV cache (docs/paged_kv.md): ``plan()`` fixes the
+    settings, the capacities (batch size, per-request query and key counts), the page size and the
+    layout, and owns the workspace the pages are gathered into; ``run()`` then only launches, on
+    torch's current stream. Within the capacities a run needs no re-plan; outside them it is a
+    ValueError (``validate=True``) or clamped on the device (``validate=False``). With the tables on
+    the GPU a run allocates nothing, never waits for the device and can be captured in a CUDA graph.
+    ``run`` is bit for bit ``batch_prefill_with_paged_kv_cache`` with the same arguments.
+    """
+
+    def __init__(self) -> None:
+        self._handle: Optional[int] = None
+        self._lib = None
+        self._views = ViewBuffer(9, _RUN_OPTIONS)
+
+    def plan(
+        self,
+        *,
+        device,
+        batch_size: int,
+        max_seq_len_q: int,
+        max_kv_len: int,
+        num_qo_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        q_dtype: torch.dtype,
+        kv_dtype: torch.dtype,
+        out_dtype: Optional[torch.dtype] = None,
+        page_size: int = 32,
+        kv_layout: str = "HND",
+        mask_type: str = "dense",
+        window_left: int = -1,
+        sm_scale: Optional[float] = None,
+        output_scale: float = 1.0,
+    ) -> None:
+        """Checks the settings, chooses and loads the kernels (compiling them on first use) and
+        allocates the workspace on ``device``: batch_size * max_kv_len keys of K and of V besides the
+        attention's. Replaces a previous plan; if it fails, the wrapper holds no plan."""
+        index = _device_index(device)
+        capacities = [
+            _check_int(value, name, 64)
+            for value, name in (
+                (batch_size, "batch_size"),
+                (max_seq_len_q, "max_seq_len_q"),
+                (max_kv_len, "max_kv_len"),
+            )
+        ]
+        heads = [
+            _check_int(value, name, 32)
+            for value, name in ((num_qo_heads, "num_qo_heads"), (num_kv_heads, "num_kv_heads"), (head_dim, "head_dim"))
+        ]
+        q_code = attention_dtype_code(q_dtype, "q_dtype")
+        kv_code = attention_dtype_code(kv_dtype, "kv_dtype")
+        page = check_page_size(page_size)
+        layout = kv_layout_code(kv_layout)
+        s = check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype)
+        check_paged_mask(s.mask_type)
+
+        lib = _library.library()
+        options = _library.PagedPlanOptions()
+        _library.function("tsattn_paged_prefill_plan_options_init")(ctypes.byref(options))
+        options.struct_size = ctypes.sizeof(_library.PagedPlanOptions)
+        options.device_id = index
+        options.batch_size, options.max_seq_len_q, options.max_kv_len = capacities
+        options.num_qo_heads, options.num_kv_heads, options.head_dim = heads
+        options.q_dtype = q_code
+        options.kv_dtype = kv_code
+        options.out_dtype = s.out_dtype_code
+        options.mask_type = MASK_CODES[s.mask_type]
+        options.window_left = s.window_left
+        options.has_sm_scale = 0 if s.sm_scale is None else 1
+        options.sm_scale = 0.0 if s.sm_scale is None else s.sm_scale
+        options.output_scale = s.output_scale
+        options.page_size = page
+        options.kv_layout = layout
+
+        self._release()
+        handle = ctypes.c_void_p()
+        create = _library.function("tsattn_paged_prefill_plan_create")
+        _library.check(create(ctypes.byref(options), ctypes.byref(handle)))
+        self._lib = lib
+        self._run_c = _library.function("tsattn_paged_prefill_plan_run")
+        self._handle = handle.value
+        self._device_index = index
+        self._out_dtype = q_dtype if s.out_dtype_code == DTYPE_UNSET else CODE_DTYPES[s.out_dtype_code]
+
+    def run(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        qo_indptr: torch.Tensor,
+        paged_kv_indptr: torch.Tensor,
+        paged_kv_indices: torch.Tensor,
+        paged_kv_last_page_len: torch.Tensor,
+        *,
+        out: Optional[torch.Tensor] = None,
+        return_lse: bool = False,
+        validate: bool = True,
+    ):
+        """out = the paged attention with the plan's settings, queued on torch's current stream of
+        the plan's device; returns out (allocated when not given), or ``(out, lse)`` with
+        ``return_lse=True`` (lse as ``BatchPrefillTSWrapper.run`` returns it). Tensors as
+        ``batch_prefill_with_paged_kv_cache`` takes them; shapes and host table values within the
+        plan's capacities. ``validate=False`` skips the host checks (values beyond the capacities are
+        clamped, never read out of bounds)."""
+        _check_run_flags(return_lse, validate)
+        handle = self._handle
+        if handle is None:
+            raise RuntimeError("BatchPrefillPagedTSWrapper.run() needs a plan: call plan() first")
+        tables = (qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len)
+        check_paged_tensors(q, k_cache, v_cache, tables, out)
+        if out is None:
+            out = torch.empty_like(q, dtype=self._out_dtype, memory_format=torch.contiguous_format)
+
+        views = self._views
+        put = views.put
+        addresses = [
+            put(slot, tensor, name, validate)
+            for slot, (tensor, name) in enumerate(
+                (
+                    (q, "q"),
+                    (k_cache, "k_cache"),
+                    (v_cache, "v_cache"),
+                    (qo_indptr, "qo_indptr"),
+                    (paged_kv_indptr, "paged_kv_indptr"),
+                    (paged_kv_indices, "paged_kv_indices"),
+                    (paged_kv_last_page_len, "paged_kv_last_page_len"),
+                    (out, "out"),
+                )
+            )
+        ]
+        lse = None
+        if return_lse:
+            lse = q.new_empty(q.shape[:-1], dtype=torch.float32)
+        options = views.pack_options(
+            _RUN_OPTIONS_SIZE,
+            0,
+            0,
+            0 if lse is None else put(8, lse, "lse", validate),
+            1 if validate else 0,
+            current_stream(self._device_index),
+        )
+        status = self._run_c(handle, *addresses[:7], options, addresses[7])
+        if status:
+            _library.check(status)
+        return (out, lse) if return_lse else out
+
+    def _release(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None and self._lib is not None:
+            _library.function("tsattn_paged_prefill_plan_destroy")(handle)
 
     def __del__(self) -> None:
         try:

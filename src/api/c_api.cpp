@@ -10,6 +10,8 @@
 #include "api/execute.hpp"
 #include "api/merge_arguments.hpp"
 #include "api/merge_execute.hpp"
+#include "api/paged_execute.hpp"
+#include "api/paged_prefill_plan.hpp"
 #include "api/prefill_plan.hpp"
 #include "api/validate.hpp"
 #include "codegen/manifest.hpp"
@@ -47,9 +49,12 @@ tsattn_status guarded(Body&& body) noexcept {
 
 }  // namespace
 
-// The opaque handle of the C ABI.
+// The opaque handles of the C ABI.
 struct tsattn_prefill_plan {
   tsattn::PrefillPlan plan;
+};
+struct tsattn_paged_prefill_plan {
+  tsattn::PagedPrefillPlan plan;
 };
 
 extern "C" {
@@ -133,6 +138,80 @@ TSATTN_API tsattn_status tsattn_prefill_plan_run(tsattn_prefill_plan* plan, cons
 
 TSATTN_API void tsattn_prefill_plan_destroy(tsattn_prefill_plan* plan) { delete plan; }
 
+TSATTN_API tsattn_status tsattn_batch_prefill_with_paged_kv_cache(
+    const tsattn_tensor_view* q, const tsattn_tensor_view* k_cache, const tsattn_tensor_view* v_cache,
+    const tsattn_tensor_view* qo_indptr, const tsattn_tensor_view* paged_kv_indptr,
+    const tsattn_tensor_view* paged_kv_indices, const tsattn_tensor_view* paged_kv_last_page_len, int64_t page_size,
+    int32_t kv_layout, const tsattn_prefill_options* options, const tsattn_tensor_view* out) {
+  last_kernel = "";
+  return guarded([&] {
+    const tsattn::PagedViews views{q,
+                                   k_cache,
+                                   v_cache,
+                                   qo_indptr,
+                                   paged_kv_indptr,
+                                   paged_kv_indices,
+                                   paged_kv_last_page_len,
+                                   out,
+                                   options != nullptr ? options->lse : nullptr};
+    const char* launched = tsattn::execute_paged({views, page_size, kv_layout, options});
+    if (launched != nullptr) last_kernel = launched;
+  });
+}
+
+TSATTN_API void tsattn_paged_prefill_plan_options_init(tsattn_paged_prefill_plan_options* options) {
+  if (options == nullptr) return;
+  *options = tsattn_paged_prefill_plan_options{};
+  options->struct_size = sizeof(tsattn_paged_prefill_plan_options);
+  options->q_dtype = TSATTN_DTYPE_BFLOAT16;
+  options->kv_dtype = TSATTN_DTYPE_BFLOAT16;
+  options->out_dtype = TSATTN_DTYPE_UNSET;
+  options->mask_type = TSATTN_MASK_DENSE;
+  options->window_left = -1;
+  options->output_scale = 1.0;
+  options->page_size = 32;
+  options->kv_layout = TSATTN_KV_LAYOUT_HND;
+}
+
+TSATTN_API tsattn_status tsattn_paged_prefill_plan_create(const tsattn_paged_prefill_plan_options* options,
+                                                          tsattn_paged_prefill_plan** plan) {
+  if (plan != nullptr) *plan = nullptr;
+  return guarded([&] {
+    if (plan == nullptr) tsattn::raise(tsattn::ErrorKind::value, "plan is a null pointer");
+    *plan = new tsattn_paged_prefill_plan{tsattn::PagedPrefillPlan(options)};
+  });
+}
+
+TSATTN_API tsattn_status tsattn_paged_prefill_plan_run(
+    tsattn_paged_prefill_plan* plan, const tsattn_tensor_view* q, const tsattn_tensor_view* k_cache,
+    const tsattn_tensor_view* v_cache, const tsattn_tensor_view* qo_indptr, const tsattn_tensor_view* paged_kv_indptr,
+    const tsattn_tensor_view* paged_kv_indices, const tsattn_tensor_view* paged_kv_last_page_len,
+    const tsattn_prefill_run_options* options, const tsattn_tensor_view* out) {
+  last_kernel = "";
+  return guarded([&] {
+    tsattn::PagedRunArguments args;
+    args.views = {q,   k_cache, v_cache, qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len,
+                  out, nullptr};
+    if (options != nullptr) {
+      tsattn::check_struct_size(options->struct_size, sizeof(tsattn_prefill_run_options), "options",
+                                "tsattn_prefill_run_options");
+      if (options->variable_window_token_starts != nullptr || options->variable_window_token_ends != nullptr)
+        tsattn::raise(tsattn::ErrorKind::value,
+                      "variable_window_token_starts and _ends are not available with a paged KV cache");
+      args.views.lse = options->lse;
+      args.validate = options->validate != 0;
+      args.stream = options->stream;
+    }
+    if (plan == nullptr)
+      tsattn::raise(tsattn::ErrorKind::value,
+                    "plan is a null pointer; make one with tsattn_paged_prefill_plan_create()");
+    const char* launched = plan->plan.run(args);
+    if (launched != nullptr) last_kernel = launched;
+  });
+}
+
+TSATTN_API void tsattn_paged_prefill_plan_destroy(tsattn_paged_prefill_plan* plan) { delete plan; }
+
 TSATTN_API tsattn_status tsattn_merge_state(const tsattn_tensor_view* v_a, const tsattn_tensor_view* s_a,
                                             const tsattn_tensor_view* v_b, const tsattn_tensor_view* s_b,
                                             const tsattn_tensor_view* out, const tsattn_tensor_view* s_out,
@@ -179,8 +258,7 @@ TSATTN_API tsattn_status tsattn_precompile(const char* manifest_path, const char
     const tsattn::ManifestModules modules =
         tsattn::load_manifest_modules(manifest_path, tsattn::parse_arch_list(archs));
     const std::string out = out_dir ? std::string(out_dir) : tsattn::knob_string(tsattn::Knob::cache_dir);
-    const tsattn::jit::PrecompileSummary summary =
-        tsattn::jit::precompile(modules.kernels, modules.merges, out, jobs, /*keep_going=*/true);
+    const tsattn::jit::PrecompileSummary summary = tsattn::jit::precompile(modules, out, jobs, /*keep_going=*/true);
     if (compiled) *compiled = summary.compiled;
     if (cached) *cached = summary.cached;
     if (failed) *failed = summary.failed;

@@ -21,30 +21,11 @@ namespace tsattn {
 
 namespace {
 
-// Device memory for one call, allocated and freed in stream order (so concurrent calls on
-// different streams never share it, and a captured call's buffer becomes part of the graph), from
-// a pool that keeps freed memory for the next call (jit/driver/workspace_pool.hpp).
-class StreamBuffer {
- public:
-  StreamBuffer(size_t bytes, CUstream stream, int device_id) : stream_(stream) {
-    driver::check(driver::api().cuMemAllocFromPoolAsync(&pointer_, bytes, driver::workspace_pool(device_id), stream),
-                  "cuMemAllocFromPoolAsync (tsattn workspace)");
-  }
-  ~StreamBuffer() { driver::api().cuMemFreeAsync(pointer_, stream_); }
-  StreamBuffer(const StreamBuffer&) = delete;
-  StreamBuffer& operator=(const StreamBuffer&) = delete;
-  CUdeviceptr get() const { return pointer_; }
-
- private:
-  CUdeviceptr pointer_ = 0;
-  CUstream stream_;
-};
-
 // The argument rules validation cannot apply, in one step before anything is queued: they need
 // the stream's capture state, the kernel's item numbering or the indptr values in GPU memory,
 // none of which validate_arguments() has (it runs without a driver, for the CPU oracle too).
 void check_launch_arguments(const Problem& p, const LaunchPlan& plan, const driver::LoadedKernel& kernel,
-                            CUstream stream) {
+                            CUstream stream, DeviceIndptrs device_indptrs) {
   if (plan.tile_list == TileList::host_planned && stream_is_capturing(stream)) raise_host_indptrs_under_capture();
   // Such a list needs more than 2^31 x 32 KB of queries; no GPU holds it, but say so if it comes.
   if (kernel.dynamic_order && plan.max_items >= std::numeric_limits<int32_t>::max())
@@ -53,7 +34,9 @@ void check_launch_arguments(const Problem& p, const LaunchPlan& plan, const driv
   // GPU indptrs: outside graph capture a host sync is allowed, so their values are read back in
   // stream order and held to the same rules as host indptrs (a wrong answer is worse than a
   // sync). Under capture nothing can be read: the planner and the kernel clamp instead.
-  if (plan.tile_list != TileList::device_planned || stream_is_capturing(stream)) return;
+  if (plan.tile_list != TileList::device_planned || device_indptrs == DeviceIndptrs::clamped ||
+      stream_is_capturing(stream))
+    return;
   const driver::Api& cu = driver::api();
   std::vector<int32_t> qo(static_cast<size_t>(p.batch) + 1), kv(qo.size());
   const size_t bytes = qo.size() * sizeof(int32_t);
@@ -71,7 +54,7 @@ void check_launch_arguments(const Problem& p, const LaunchPlan& plan, const driv
 void launch(const Problem& p, const LaunchPlan& plan, const driver::LoadedKernel& kernel, KernelChoice& choice,
             CUstream stream) {
   const WorkspaceLayout& layout = plan.workspace;
-  std::optional<StreamBuffer> workspace, transposed_v;
+  std::optional<driver::StreamBuffer> workspace, transposed_v;
   if (layout.bytes > 0) workspace.emplace(layout.bytes, stream, p.device_id);
   LaunchMemory memory;
   memory.workspace = workspace ? workspace->get() : 0;
@@ -90,14 +73,14 @@ void launch(const Problem& p, const LaunchPlan& plan, const driver::LoadedKernel
 
 }  // namespace
 
-const char* execute(const Problem& p) {
+const char* execute(const Problem& p, DeviceIndptrs device_indptrs) {
   auto stream = static_cast<CUstream>(p.stream);
   driver::ContextScope scope(stream, p.device_id);
   const driver::DeviceInfo& device = scope.device();
   KernelChoice choice = choose_kernel(p, device, device_arch(device));
   const driver::LoadedKernel& kernel = load_kernel(scope.context(), choice);
   const LaunchPlan plan = plan_launch(p, kernel_facts(kernel, choice), device.multiprocessors, knob_string);
-  check_launch_arguments(p, plan, kernel, stream);
+  check_launch_arguments(p, plan, kernel, stream, device_indptrs);
   if (plan.tile_list == TileList::device_planned && kernel.planner == nullptr)
     raise(ErrorKind::runtime, "kernel {} has no device planner for GPU indptrs", kernel.name);
   if (!plan.launches) return nullptr;  // no query rows: nothing to write

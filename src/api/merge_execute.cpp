@@ -19,12 +19,13 @@ void execute_merge(const MergeProblem& p) {
   const auto stream = static_cast<CUstream>(p.stream);
   driver::ContextScope scope(stream, p.device_id);
   const MergeSpec spec{device_arch(scope.device()), p.dtype};
-  const driver::LoadedFunction& kernel = driver::loaded_function(scope.context(), spec.id(), [&] {
-    std::shared_ptr<const jit::CompiledMerge> compiled = jit::KernelCache::process().get(spec);
-    logf(LogLevel::info, "kernel {} comes from: {}", compiled->name, jit::kernel_origin_name(compiled->origin));
-    // The kernel cache keeps every CompiledMerge alive, so the span stays valid.
-    return driver::FunctionSource{compiled->name, compiled->symbol, compiled->cubin, TSATTN_MERGE_THREADS};
-  });
+  const driver::LoadedFunction& kernel =
+      driver::loaded_function(scope.context(), driver::FunctionModule::merge, spec.id(), [&] {
+        std::shared_ptr<const jit::CompiledMerge> compiled = jit::KernelCache::process().get(spec);
+        logf(LogLevel::info, "kernel {} comes from: {}", compiled->name, jit::kernel_origin_name(compiled->origin));
+        // The kernel cache keeps every CompiledMerge alive, so the span stays valid.
+        return driver::FunctionSource{compiled->name, compiled->symbol, compiled->cubin, TSATTN_MERGE_THREADS, {}};
+      });
   MergeLaunch launch = plan_merge_launch(p, int64_t{scope.device().multiprocessors} * kernel.ctas_per_multiprocessor);
   void* arguments[] = {&launch.params};
   const CUresult result = driver::api().cuLaunchKernel(kernel.function, launch.ctas, 1, 1, TSATTN_MERGE_THREADS, 1, 1,

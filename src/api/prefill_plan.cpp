@@ -153,6 +153,10 @@ const char* PrefillPlan::run(const RunArguments& args) {
     if (p.indptr_on_host) upload_indptrs(args.views, p, stream);
     p.indptr_on_host = false;  // runs always plan their tile list on the device
   }
+  return launch(p, stream);
+}
+
+const char* PrefillPlan::launch(Problem& p, CUstream stream) {
   PlanKernel& kernel = kernels_[p.lse.data != nullptr ? 1 : 0];
   KernelFacts facts = kernel.facts;
   if (kernel.choice.spec.family == KernelFamily::sm90a) encode_maps(p, kernel, facts);

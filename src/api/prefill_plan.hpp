@@ -51,6 +51,17 @@ class PrefillPlan {
   // process), or nullptr when the run had nothing to launch.
   const char* run(const RunArguments& args);
 
+  // The attention half of run() for a problem already built against settings() (checked or
+  // clamped), with query rows and, in the packed layout, its indptrs in device memory: what a paged
+  // plan runs over its gathered keys. The plan's context must be current. Returns as run().
+  const char* launch(Problem& p, CUstream stream);
+
+  const PlanSettings& settings() const { return settings_; }
+  CUcontext context() const { return context_; }
+  int multiprocessors() const { return multiprocessors_; }
+  // Error(value) when `stream` belongs to another context than the plan's.
+  void check_stream(CUstream stream) const;
+
  private:
   // A knob's value when the plan was made, or the error reading it gave (raised only if asked).
   struct KnobValue {
@@ -58,7 +69,6 @@ class PrefillPlan {
     std::optional<Error> error;
   };
   std::string knob(Knob knob) const;
-  void check_stream(CUstream stream) const;
   // Host indptrs of a packed run into the workspace's copies (skipped when they are the values
   // uploaded last); points p at the copies.
   void upload_indptrs(const RunViews& views, Problem& p, CUstream stream);

@@ -119,8 +119,9 @@ std::vector<KernelSpec> expand_manifest(const nlohmann::json& manifest, const st
                                         const std::string& source) {
   if (!manifest.is_object()) raise(ErrorKind::value, "{}: the manifest must be a JSON object", source);
   for (const auto& [key, value] : manifest.items())
-    if (key != "schema" && key != "kernels" && key != "description" && key != "merge")
-      raise(ErrorKind::value, "{}: unknown key \"{}\" (allowed: schema, description, kernels, merge)", source, key);
+    if (key != "schema" && key != "kernels" && key != "description" && key != "merge" && key != "gather_pages")
+      raise(ErrorKind::value, "{}: unknown key \"{}\" (allowed: schema, description, kernels, merge, gather_pages)",
+            source, key);
   if (!manifest.contains("schema") || manifest.at("schema") != kManifestSchema)
     raise(ErrorKind::value, "{}.schema: must be {} (got {})", source, kManifestSchema,
           manifest.contains("schema") ? manifest.at("schema").dump() : "nothing");
@@ -215,6 +216,16 @@ std::vector<MergeSpec> expand_manifest_merges(const nlohmann::json& manifest, co
   return specs;
 }
 
+std::vector<GatherSpec> expand_manifest_gathers(const nlohmann::json& manifest, const std::vector<Arch>& archs,
+                                                const std::string& source) {
+  if (!manifest.is_object() || !manifest.contains("gather_pages")) return {};
+  const nlohmann::json& flag = manifest.at("gather_pages");
+  if (!flag.is_boolean())
+    raise(ErrorKind::value, "{}.gather_pages: {} is not a bool (true builds the page gather module)", source,
+          flag.dump());
+  return flag.get<bool>() ? gather_specs(archs) : std::vector<GatherSpec>{};
+}
+
 namespace {
 
 nlohmann::json read_manifest(const std::string& name_or_path) {
@@ -253,7 +264,8 @@ std::vector<KernelSpec> load_manifest(const std::string& name_or_path, const std
 
 ManifestModules load_manifest_modules(const std::string& name_or_path, const std::vector<Arch>& archs) {
   const nlohmann::json manifest = read_manifest(name_or_path);
-  return {expand_manifest(manifest, archs, name_or_path), expand_manifest_merges(manifest, archs, name_or_path)};
+  return {expand_manifest(manifest, archs, name_or_path), expand_manifest_merges(manifest, archs, name_or_path),
+          expand_manifest_gathers(manifest, archs, name_or_path)};
 }
 
 }  // namespace tsattn

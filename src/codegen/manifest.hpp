@@ -12,7 +12,9 @@
 // errors that name the JSON path ("kernels[1].head_dim[0]: 96 is not supported (supported: 128, 256)").
 //
 // An optional top-level "merge": ["f16", "bf16", "f32"] lists the v dtypes whose merge modules
-// (codegen/merge_spec.hpp) to build for every arch; without it, none.
+// (codegen/merge_spec.hpp) to build for every arch; without it, none. An optional top-level
+// "gather_pages": true builds the page gather module of paged KV caches (codegen/gather_spec.hpp)
+// for every arch; without it (or false), none.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -20,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/gather_spec.hpp"
 #include "codegen/kernel_spec.hpp"
 #include "codegen/merge_spec.hpp"
 
@@ -42,11 +45,17 @@ std::vector<KernelSpec> load_manifest(const std::string& name_or_path, const std
 std::vector<MergeSpec> expand_manifest_merges(const nlohmann::json& manifest, const std::vector<Arch>& archs,
                                               const std::string& source);
 
-// Everything a manifest builds: its kernels (load_manifest) and its merge modules.
+// The gather modules of a manifest's "gather_pages" flag for the given archs (none without it). Throws
+// Error(value) with a path-qualified message for a value that is not a bool.
+std::vector<GatherSpec> expand_manifest_gathers(const nlohmann::json& manifest, const std::vector<Arch>& archs,
+                                                const std::string& source);
+
+// Everything a manifest builds: its kernels (load_manifest), its merge and its gather modules.
 struct ManifestModules {
   std::vector<KernelSpec> kernels;
   std::vector<MergeSpec> merges;
-  size_t size() const { return kernels.size() + merges.size(); }
+  std::vector<GatherSpec> gathers;
+  size_t size() const { return kernels.size() + merges.size() + gathers.size(); }
 };
 ManifestModules load_manifest_modules(const std::string& name_or_path, const std::vector<Arch>& archs);
 

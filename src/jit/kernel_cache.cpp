@@ -14,6 +14,7 @@
 #include "jit/cache/entry_format.hpp"
 #include "jit/cache/key.hpp"
 #include "jit/nvrtc/compiler.hpp"
+#include "paged/gather_params.h"
 
 namespace tsattn::jit {
 
@@ -70,6 +71,8 @@ std::shared_ptr<const CompiledKernel> KernelCache::get(const KernelSpec& spec) {
 
 std::shared_ptr<const CompiledMerge> KernelCache::get(const MergeSpec& spec) { return single_flight(merges_, spec); }
 
+std::shared_ptr<const CompiledGather> KernelCache::get(const GatherSpec& spec) { return single_flight(gathers_, spec); }
+
 template <class Compiled, class Spec>
 std::shared_ptr<const Compiled> KernelCache::single_flight(Slots<Compiled>& slots, const Spec& spec) {
   std::promise<std::shared_ptr<const Compiled>> promise;
@@ -115,6 +118,14 @@ std::shared_ptr<const CompiledMerge> KernelCache::find_or_compile(const MergeSpe
                   {{"kind", "merge"}, {"arch", arch_name(spec.arch)}, {"dtype", dtype_name(spec.dtype)}},
                   fmt::format("M.json has \"merge\": [\"{}\"]", merge_dtype_name(spec.dtype)));
   return merge;
+}
+
+std::shared_ptr<const CompiledGather> KernelCache::find_or_compile(const GatherSpec& spec) {
+  auto gather = std::make_shared<CompiledGather>();
+  gather->spec = spec;
+  find_or_compile(*gather, generate_source(spec), spec.arch, {{"kind", "gather_pages"}, {"arch", arch_name(spec.arch)}},
+                  "M.json has \"gather_pages\": true");
+  return gather;
 }
 
 void KernelCache::find_or_compile(CompiledModule& module, const GeneratedSource& source, Arch target,
@@ -200,6 +211,11 @@ driver::ModuleSource module_source(const CompiledKernel& kernel) {
                               kernel.spec.layout == Layout::packed,
                               transposes_v(kernel.spec),
                               kernel_traits(kernel.spec)};
+}
+
+driver::FunctionSource function_source(const CompiledGather& gather) {
+  return driver::FunctionSource{gather.name, gather.symbol, gather.cubin, TSATTN_GATHER_THREADS,
+                                scan_symbol(gather.spec)};
 }
 
 }  // namespace tsattn::jit

@@ -1,4 +1,4 @@
-// kernel_cache.hpp - KernelSpec (or MergeSpec) -> cubin: the in-memory table, then the on-disk
+// kernel_cache.hpp - KernelSpec (or MergeSpec, GatherSpec) -> cubin: the in-memory table, then the on-disk
 // layers, then NVRTC.
 //
 // Single flight: concurrent callers of one spec wait for one lookup or compile; different specs
@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "codegen/gather_spec.hpp"
 #include "codegen/kernel_source.hpp"
 #include "codegen/kernel_spec.hpp"
 #include "codegen/merge_spec.hpp"
@@ -30,7 +31,7 @@ namespace tsattn::jit {
 enum class KernelOrigin { read_only_layer, writable_layer, compiled };
 const char* kernel_origin_name(KernelOrigin origin);  // "read-only cache", "cache", "compiled"
 
-// What the cache holds of any module: a prefill kernel's or a merge module's.
+// What the cache holds of any module: a prefill kernel's, a merge module's or a gather module's.
 struct CompiledModule {
   std::string name;    // canonical name
   std::string symbol;  // kernel function in the cubin
@@ -48,10 +49,18 @@ struct CompiledMerge : CompiledModule {
   MergeSpec spec;
 };
 
+struct CompiledGather : CompiledModule {
+  GatherSpec spec;
+};
+
 // What the module table loads for a compiled kernel: its function, plus the helper kernels its
 // spec's module carries (the device planner of packed layouts, the V transpose of sm90a e4m3).
 // The span points into `kernel`, which must outlive the load.
 driver::ModuleSource module_source(const CompiledKernel& kernel);
+
+// What the module table loads for a gather module: the copy kernel, with the scan queued before it.
+// The span points into `gather`, which must outlive the load.
+driver::FunctionSource function_source(const CompiledGather& gather);
 
 struct KernelCacheCounters {
   uint64_t memory_hits = 0;
@@ -75,6 +84,8 @@ class KernelCache {
   std::shared_ptr<const CompiledKernel> get(const KernelSpec& spec);
   // A merge module, through the same layers and counters (its own slots in memory). Throws as get.
   std::shared_ptr<const CompiledMerge> get(const MergeSpec& spec);
+  // A gather module, likewise.
+  std::shared_ptr<const CompiledGather> get(const GatherSpec& spec);
 
   KernelCacheCounters counters() const;
   DiskCache& disk() { return disk_; }
@@ -88,6 +99,7 @@ class KernelCache {
   std::shared_ptr<const Compiled> single_flight(Slots<Compiled>& slots, const Spec& spec);
   std::shared_ptr<const CompiledKernel> find_or_compile(const KernelSpec& spec);
   std::shared_ptr<const CompiledMerge> find_or_compile(const MergeSpec& spec);
+  std::shared_ptr<const CompiledGather> find_or_compile(const GatherSpec& spec);
   // Fills `module` from the disk layers, or compiles `source` for `target` and publishes it. `spec` is
   // the metadata's description, `manifest_hint` how a manifest would build it (for the
   // TSATTN_DISABLE_JIT error).
@@ -99,6 +111,7 @@ class KernelCache {
   mutable std::mutex mutex_;
   Slots<CompiledKernel> kernels_;
   Slots<CompiledMerge> merges_;
+  Slots<CompiledGather> gathers_;
   std::atomic<uint64_t> memory_hits_{0}, memory_misses_{0}, compiles_{0}, compile_failures_{0};
 };
 

@@ -25,8 +25,7 @@ int compile_jobs(int requested, size_t work_items) {
   return std::max(1, static_cast<int>(std::min<size_t>(static_cast<size_t>(wanted), work_items)));
 }
 
-PrecompileSummary precompile(const std::vector<KernelSpec>& specs, const std::vector<MergeSpec>& merges,
-                             const std::string& out_dir, int jobs, bool keep_going,
+PrecompileSummary precompile(const ManifestModules& modules, const std::string& out_dir, int jobs, bool keep_going,
                              const std::function<void(const PrecompileEvent&)>& on_event) {
   using Clock = std::chrono::steady_clock;
   DiskCacheConfig config;
@@ -38,20 +37,30 @@ PrecompileSummary precompile(const std::vector<KernelSpec>& specs, const std::ve
 
   PrecompileSummary summary;
   summary.out_dir = out_dir;
-  const size_t total = specs.size() + merges.size();
+  const std::vector<KernelSpec>& specs = modules.kernels;
+  const std::vector<MergeSpec>& merges = modules.merges;
+  const std::vector<GatherSpec>& gathers = modules.gathers;
+  const size_t total = modules.size();
   summary.jobs = compile_jobs(jobs, total);
   std::mutex mutex;
   const auto start = Clock::now();
-  // Items [0, specs.size()) are the kernels, the rest the merge modules.
+  // Items [0, specs.size()) are the kernels, then the merge modules, then the gather modules.
+  const auto find = [&](size_t i) -> std::shared_ptr<const CompiledModule> {
+    if (i < specs.size()) return cache.get(specs[i]);
+    if (i < specs.size() + merges.size()) return cache.get(merges[i - specs.size()]);
+    return cache.get(gathers[i - specs.size() - merges.size()]);
+  };
+  const auto name = [&](size_t i) {
+    if (i < specs.size()) return canonical_name(specs[i]);
+    if (i < specs.size() + merges.size()) return canonical_name(merges[i - specs.size()]);
+    return canonical_name(gathers[i - specs.size() - merges.size()]);
+  };
   for_each_parallel(total, summary.jobs, [&](size_t i) {
     PrecompileEvent event;
-    const bool kernel = i < specs.size();
-    event.name = kernel ? canonical_name(specs[i]) : canonical_name(merges[i - specs.size()]);
+    event.name = name(i);
     const auto begin = Clock::now();
     try {
-      const std::shared_ptr<const CompiledModule> module =
-          kernel ? std::shared_ptr<const CompiledModule>(cache.get(specs[i]))
-                 : std::shared_ptr<const CompiledModule>(cache.get(merges[i - specs.size()]));
+      const std::shared_ptr<const CompiledModule> module = find(i);
       event.status = module->origin == KernelOrigin::compiled ? "compiled" : "cached";
       event.key = to_hex(module->key);
     } catch (const Error& e) {

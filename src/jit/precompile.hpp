@@ -6,8 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/kernel_spec.hpp"
-#include "codegen/merge_spec.hpp"
+#include "codegen/manifest.hpp"
 
 namespace tsattn::jit {
 
@@ -35,11 +34,10 @@ int default_compile_jobs();
 // never more than there is work and never below 1.
 int compile_jobs(int requested, size_t work_items);
 
-// Compiles (or finds already present) every spec and merge module into out_dir's cache tree, `jobs`
-// at a time. Without keep_going, the first failure stops new compiles. on_event runs once per
-// module, from worker threads, one at a time. Throws Error(runtime) when out_dir cannot be written.
-PrecompileSummary precompile(const std::vector<KernelSpec>& specs, const std::vector<MergeSpec>& merges,
-                             const std::string& out_dir, int jobs, bool keep_going,
+// Compiles (or finds already present) every module of `modules` (kernels, merge and gather modules)
+// into out_dir's cache tree, `jobs` at a time. Without keep_going, the first failure stops new compiles. on_event runs
+// once per module, from worker threads, one at a time. Throws Error(runtime) when out_dir cannot be written.
+PrecompileSummary precompile(const ManifestModules& modules, const std::string& out_dir, int jobs, bool keep_going,
                              const std::function<void(const PrecompileEvent&)>& on_event = {});
 
 }  // namespace tsattn::jit

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "api/dtype.hpp"
+#include "api/paged_arguments.hpp"
 #include "api/tensor_checks.hpp"
 #include "api/validate.hpp"
 #include "common/checked_int.hpp"
@@ -14,20 +15,17 @@ namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
-// The options a paged call takes: batch_prefill's, less variable windows and lse.
-void check_paged_options(const tsattn_prefill_options* options) {
-  if (options == nullptr) return;
-  check_struct_size(options->struct_size, sizeof(tsattn_prefill_options), "options", "tsattn_prefill_options");
-  if (options->mask_type == TSATTN_MASK_VARIABLE_WINDOW)
-    raise(ErrorKind::value,
-          "mask_type='variable_window' is not available with a paged KV cache; use 'dense' or 'causal'");
-  if (options->lse != nullptr) raise(ErrorKind::value, "lse is not available with a paged KV cache");
+// The options a paged call takes, less lse (the oracle computes no log-sum-exp).
+void check_oracle_options(const tsattn_prefill_options* options) {
+  check_paged_options(options);
+  if (options != nullptr && options->lse != nullptr)
+    raise(ErrorKind::value, "lse: the paged CPU reference computes no log-sum-exp");
 }
 
 }  // namespace
 
 GatheredPagedProblem::GatheredPagedProblem(const PagedArguments& args) {
-  check_paged_options(args.options);
+  check_oracle_options(args.options);
   const CheckedTensor q = inspect_tensor(args.q, "q");
   if (q.ndim() != 3) raise(ErrorKind::value, "q must be 3-D [total_q, Hq, D] (got shape {})", q.shape_text());
 

@@ -93,7 +93,7 @@ TEST_SUITE("codegen/merge_spec") {
                                                              "merge.sm_90a.f32", "merge.sm_80.f16", "merge.sm_80.bf16",
                                                              "merge.sm_80.f32"});
     CHECK(defaults.kernels.size() == load_manifest("default", {Arch::sm_90a, Arch::sm_80}).size());
-    CHECK(defaults.size() == defaults.kernels.size() + 6);
+    CHECK(defaults.size() == defaults.kernels.size() + 6 + defaults.gathers.size());
     CHECK(names(load_manifest_modules("llama3", {Arch::sm_90a}).merges) ==
           std::vector<std::string>{"merge.sm_90a.bf16"});
     CHECK(names(load_manifest_modules("gemma", {Arch::sm_90a}).merges) ==

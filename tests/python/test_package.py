@@ -308,6 +308,7 @@ def test_cli_runs_from_python():
         "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed",
         "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed.lse",
         "merge.sm_90a.bf16",
+        "gather_pages.sm_90a",
     ]
     bad = subprocess.run(
         [sys.executable, "-m", "tsattn", "precompile", "--manifest", "nosuch", "--arch", "sm_90a"],

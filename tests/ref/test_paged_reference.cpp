@@ -370,7 +370,7 @@ TEST_SUITE("ref/paged_reference") {
             "mask_type='variable_window' is not available with a paged KV cache; use 'dense' or 'causal'");
     tsattn_tensor_view lse{};
     rejects([&](PagedSetup& s) { s.options_.lse = &lse; }, ErrorKind::value,
-            "lse is not available with a paged KV cache");
+            "lse: the paged CPU reference computes no log-sum-exp");
     rejects([](PagedSetup& s) { s.options_.struct_size = 8; }, ErrorKind::value, "options.struct_size=8 is smaller");
     rejects(
         [](PagedSetup& s) {

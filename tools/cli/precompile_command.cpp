@@ -41,6 +41,7 @@ int run_precompile(const PrecompileOptions& options) {
   if (options.list) {
     for (const KernelSpec& spec : modules.kernels) fmt::print("{}\n", canonical_name(spec));
     for (const MergeSpec& spec : modules.merges) fmt::print("{}\n", canonical_name(spec));
+    for (const GatherSpec& spec : modules.gathers) fmt::print("{}\n", canonical_name(spec));
     return kExitOk;
   }
 
@@ -66,7 +67,7 @@ int run_precompile(const PrecompileOptions& options) {
   jit::PrecompileSummary summary;
   try {
     const std::string out = options.out.empty() ? knob_string(Knob::cache_dir) : options.out;
-    summary = jit::precompile(modules.kernels, modules.merges, out, options.jobs, options.keep_going, print_event);
+    summary = jit::precompile(modules, out, options.jobs, options.keep_going, print_event);
   } catch (const Error& e) {
     fmt::print(stderr, "tsattn precompile: {}\n", e.what());
     return kExitEnvironment;

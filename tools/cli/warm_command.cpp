@@ -54,9 +54,9 @@ const char* source_key(Source source) {
   return "?";
 }
 
-// One module of the manifest: a prefill kernel or a merge module.
+// One module of the manifest: a prefill kernel, a merge or a gather module.
 struct Outcome {
-  std::variant<KernelSpec, MergeSpec> spec;
+  std::variant<KernelSpec, MergeSpec, GatherSpec> spec;
   std::shared_ptr<const jit::CompiledModule> kernel;
   Source source = Source::compiled;
   double find_seconds = 0;
@@ -133,11 +133,15 @@ void load(Outcome& outcome, CUcontext context) {
     if (const KernelSpec* spec = std::get_if<KernelSpec>(&outcome.spec)) {
       const auto& k = static_cast<const jit::CompiledKernel&>(*outcome.kernel);
       outcome.launch_facts = &driver::loaded_kernel(context, spec->id(), [&] { return jit::module_source(k); });
-    } else {
+    } else if (const MergeSpec* merge = std::get_if<MergeSpec>(&outcome.spec)) {
       const jit::CompiledModule& k = *outcome.kernel;
-      driver::loaded_function(context, std::get<MergeSpec>(outcome.spec).id(), [&] {
-        return driver::FunctionSource{k.name, k.symbol, k.cubin, TSATTN_MERGE_THREADS};
+      driver::loaded_function(context, driver::FunctionModule::merge, merge->id(), [&] {
+        return driver::FunctionSource{k.name, k.symbol, k.cubin, TSATTN_MERGE_THREADS, {}};
       });
+    } else {
+      const auto& k = static_cast<const jit::CompiledGather&>(*outcome.kernel);
+      driver::loaded_function(context, driver::FunctionModule::gather, std::get<GatherSpec>(outcome.spec).id(),
+                              [&] { return jit::function_source(k); });
     }
     outcome.loaded = true;
   } catch (const std::exception& e) {
@@ -264,6 +268,8 @@ int run_warm(const WarmOptions& options) {
   std::vector<Outcome> outcomes(modules.size());
   for (size_t i = 0; i < modules.kernels.size(); ++i) outcomes[i].spec = modules.kernels[i];
   for (size_t i = 0; i < modules.merges.size(); ++i) outcomes[modules.kernels.size() + i].spec = modules.merges[i];
+  for (size_t i = 0; i < modules.gathers.size(); ++i)
+    outcomes[modules.kernels.size() + modules.merges.size() + i].spec = modules.gathers[i];
   const int jobs = jit::compile_jobs(options.jobs, outcomes.size());
   const bool progress = !options.json && isatty(STDOUT_FILENO) == 1;
   if (!options.json)

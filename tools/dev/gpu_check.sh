@@ -46,7 +46,9 @@ for step in "${steps[@]}"; do
           -tc="$case_name"
       done <"$out/blocks.list" ;;
     tests)
-      run_step tests tests.log timeout 480 build/tsattn_tests -ts='gpu*' -tse='gpu/sm90a_blocks' ;;
+      run_step tests tests.log timeout 480 build/tsattn_tests -ts='gpu*' -tse='gpu/sm90a_blocks'
+      # The family is chosen once per process: the paged calls again on the portable family.
+      run_step paged-sm80 paged_sm80.log env TSATTN_KERNEL_FAMILY=sm80 timeout 300 build/tsattn_tests -ts='gpu/paged' ;;
     sanitizer)
       # A representative subset under memcheck and racecheck (the full matrix is too slow there).
       run_step memcheck memcheck.log timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
@@ -57,7 +59,12 @@ for step in "${steps[@]}"; do
         build/tsattn_tests -ts='gpu/merge'
       # Plans: runs within and beyond their capacities, the device-planned lists of packed runs.
       run_step memcheck-plan memcheck_plan.log timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        build/tsattn_tests -ts='gpu/prefill_plan' -tc='validate*,one plan serves*,packed runs*' ;;
+        build/tsattn_tests -ts='gpu/prefill_plan' -tc='validate*,one plan serves*,packed runs*'
+      # Paged calls: the gather (scan and copy) under bad GPU tables, capacities and graph replays.
+      run_step memcheck-paged memcheck_paged.log timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/tsattn_tests -ts='gpu/paged' -tc='bad GPU tables*,validate*,a CUDA graph*,every dtype pair*'
+      run_step racecheck-paged racecheck_paged.log timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 \
+        build/tsattn_tests -ts='gpu/paged' -tc='bad GPU tables*,a plan*' ;;
     demo)
       for preset in llama3-8b gemma-window ragged; do
         run_step "run:$preset" "run_$preset.log" build/tsattn run --preset "$preset"
@@ -74,10 +81,11 @@ for step in "${steps[@]}"; do
     python)
       run_step python python.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
         python3 -m pytest -q tests/python tools/bench/tests tools/profile/tests tools/dev/tests
-      # The family is chosen once per process: the lse tests and the chunked prefills merged from
-      # them again on the portable family.
+      # The family is chosen once per process: the lse tests, the chunked prefills merged from
+      # them and the paged calls again on the portable family.
       run_step python-sm80 python_sm80.log env TSATTN_KERNEL_FAMILY=sm80 TSATTN_LIBRARY="$repo/build/libtsattn.so" \
-        PYTHONPATH="$repo/python" python3 -m pytest -q tests/python/test_gpu_lse.py tests/python/test_gpu_merge.py ;;
+        PYTHONPATH="$repo/python" python3 -m pytest -q tests/python/test_gpu_lse.py tests/python/test_gpu_merge.py \
+        tests/python/test_gpu_paged.py ;;
     wheel)
       # The wheel as a user installs it, with the toolkit hidden (tools/dev/gpu_prepare.sh built it).
       run_step wheel wheel.log timeout 560 bash tests/packaging/wheel_on_gpu.sh "$(ls build/dist/tsattn-*.whl)" \

@@ -177,8 +177,9 @@ const LoadedKernel& loaded_kernel(CUcontext context, uint32_t key, const std::fu
   return *table.emplace(table_key, load(source)).first->second;
 }
 
-const LoadedFunction& loaded_function(CUcontext context, uint32_t key, const std::function<FunctionSource()>& obtain) {
-  const TableKey table_key{context, key};
+const LoadedFunction& loaded_function(CUcontext context, FunctionModule kind, uint32_t id,
+                                      const std::function<FunctionSource()>& obtain) {
+  const TableKey table_key{context, (static_cast<uint32_t>(kind) << 24) | id};
   {
     std::shared_lock lock(table_mutex);
     auto it = function_table.find(table_key);
@@ -196,6 +197,9 @@ const LoadedFunction& loaded_function(CUcontext context, uint32_t key, const std
   try {
     check(cu.cuModuleGetFunction(&loaded->function, module, source.symbol.c_str()),
           fmt::format("kernel {}: cuModuleGetFunction({})", source.name, source.symbol));
+    if (!source.prologue_symbol.empty())
+      check(cu.cuModuleGetFunction(&loaded->prologue, module, source.prologue_symbol.c_str()),
+            fmt::format("kernel {}: cuModuleGetFunction({})", source.name, source.prologue_symbol));
     check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&loaded->ctas_per_multiprocessor, loaded->function,
                                                          source.threads_per_cta, 0),
           fmt::format("kernel {}: occupancy", source.name));

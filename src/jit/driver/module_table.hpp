@@ -80,11 +80,12 @@ struct ModuleSource {
 // it runs. Throws Error(runtime) naming the kernel when the driver refuses the cubin.
 const LoadedKernel& loaded_kernel(CUcontext context, uint32_t key, const std::function<ModuleSource()>& obtain);
 
-// A module with one plain kernel whose launch shape the host fixes (the merge modules): its function
-// and how many of its CTAs a multiprocessor holds.
+// A module with one plain kernel whose launch shape the host fixes (the merge and gather modules):
+// its function and how many of its CTAs a multiprocessor holds.
 struct LoadedFunction {
   CUfunction function = nullptr;
-  std::string name;  // canonical name, for errors
+  CUfunction prologue = nullptr;  // a one-CTA kernel queued before `function` (the gather's scan); or null
+  std::string name;               // canonical name, for errors
   int ctas_per_multiprocessor = 0;
 };
 
@@ -92,11 +93,16 @@ struct FunctionSource {
   std::string name;
   std::string symbol;
   std::span<const uint8_t> cubin;
-  int threads_per_cta = 0;  // no dynamic shared memory
+  int threads_per_cta = 0;      // no dynamic shared memory
+  std::string prologue_symbol;  // the module's prologue kernel, or empty
 };
 
-// As loaded_kernel, for such modules: `key` numbers them in a table of their own.
-const LoadedFunction& loaded_function(CUcontext context, uint32_t key, const std::function<FunctionSource()>& obtain);
+// The kinds of such modules; each numbers its modules on its own (MergeSpec::id, GatherSpec::id).
+enum class FunctionModule : uint8_t { merge, gather };
+
+// As loaded_kernel, for such modules: `id` (below 2^24) numbers them within their kind.
+const LoadedFunction& loaded_function(CUcontext context, FunctionModule kind, uint32_t id,
+                                      const std::function<FunctionSource()>& obtain);
 
 // Number of modules loaded so far in this process (all contexts).
 uint64_t modules_loaded();

@@ -26,4 +26,11 @@ CUmemoryPool workspace_pool(int device_id) {
   return pools.emplace(device_id, pool).first->second;
 }
 
+StreamBuffer::StreamBuffer(size_t bytes, CUstream stream, int device_id) : stream_(stream) {
+  check(api().cuMemAllocFromPoolAsync(&pointer_, bytes, workspace_pool(device_id), stream),
+        "cuMemAllocFromPoolAsync (tsattn workspace)");
+}
+
+StreamBuffer::~StreamBuffer() { api().cuMemFreeAsync(pointer_, stream_); }
+
 }  // namespace tsattn::driver
