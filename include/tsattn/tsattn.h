@@ -330,10 +330,13 @@ TSATTN_API const char* tsattn_last_error_message(void);
 
 /* Which attention kernel the last tsattn_batch_prefill, tsattn_prefill_plan_run,
  * tsattn_batch_prefill_with_paged_kv_cache or tsattn_paged_prefill_plan_run call on this thread
- * launched (a paged call's page gather is not reported): its canonical name, "prefill.<family>.<cubin
- * arch>.d<D>.<in>_<out>.<mask>.<layout>", for example "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed" (the Hopper
- * family) or "prefill.sm80.sm_90a.d128.e4m3_bf16.dense.packed" (the portable family, compiled for Hopper), with ".lse"
- * appended for the kernel that writes the log-sum-exp output (options.lse).
+ * launched (a paged call's page gather is not reported): its canonical name,
+ * "prefill.<family>.<cubin arch>.d<D>.<in>_<out>.<mask>.<layout>", for example
+ * "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed" (the Hopper family) or
+ * "prefill.sm80.sm_90a.d128.e4m3_bf16.dense.packed" (the portable family, compiled for Hopper),
+ * with ".short_keys" appended for the Hopper family's variant of 128-key tiles (16-bit D128 dense
+ * kernels, chosen by the call's key lengths; TSATTN_SHORT_KEYS), then ".lse" for the kernel that
+ * writes the log-sum-exp output (options.lse).
  * "" before the first call, and after a call that failed or had nothing to launch (no query
  * rows): every call starts by clearing it. Never NULL; valid until the next such call on this
  * thread. A launch queued on a stream is reported even though the kernel may not have run yet. */

@@ -10,6 +10,7 @@
 #include "common/knobs.hpp"
 #include "common/log.hpp"
 #include "jit/kernel_cache.hpp"
+#include "plan/short_keys.hpp"
 
 namespace tsattn {
 
@@ -46,6 +47,7 @@ void log_fallback(const KernelSpec& wanted, const KernelSpec& used, std::string_
 
 KernelSpec portable(KernelSpec spec) {
   spec.family = KernelFamily::sm80;
+  spec.short_keys = false;  // the portable family has one width
   return spec;
 }
 
@@ -59,7 +61,7 @@ Arch device_arch(const driver::DeviceInfo& device) {
   return *arch;
 }
 
-KernelChoice choose_spec(const Problem& p, const driver::DeviceInfo& device, Arch arch, bool lse) {
+KernelChoice choose_spec(const Problem& p, const driver::DeviceInfo& device, Arch arch, bool lse, bool short_keys) {
   KernelChoice choice{spec_for_problem(p, choose_family(device), arch, lse)};
   if (choice.spec.family != KernelFamily::sm90a) return choice;
   if (!is_supported(choice.spec)) {
@@ -67,6 +69,7 @@ KernelChoice choose_spec(const Problem& p, const driver::DeviceInfo& device, Arc
     log_fallback(choice.spec, fallback.spec, sm90a_table_gap(choice.spec));
     return fallback;
   }
+  choice.spec.short_keys = short_keys && has_short_keys_variant(choice.spec);
   choice.tile = tile_config(choice.spec);
   return choice;
 }
@@ -76,8 +79,12 @@ MapShape map_shape(const KernelChoice& choice) {
 }
 
 KernelChoice choose_kernel(const Problem& p, const driver::DeviceInfo& device, Arch arch) {
-  KernelChoice choice = choose_spec(p, device, arch, p.lse.data != nullptr);
+  const bool lse = p.lse.data != nullptr;
+  KernelChoice choice = choose_spec(p, device, arch, lse);
   if (choice.spec.family != KernelFamily::sm90a) return choice;
+  // TSATTN_SHORT_KEYS is read only where the spec has the variant (calls read knobs each time).
+  if (has_short_keys_variant(choice.spec) && wants_short_keys(p, p.kv_indptr_host, knob_string(Knob::short_keys)))
+    choice = choose_spec(p, device, arch, lse, true);
   TensorMapsOrReason maps = make_tensor_maps(p, map_shape(choice));
   if (!maps.ok()) {
     const KernelChoice fallback{portable(choice.spec)};

@@ -32,14 +32,18 @@ Arch device_arch(const driver::DeviceInfo& device);
 
 // The family's spec for p without its maps; an sm90a spec the table lacks becomes the sm80 spec of
 // the same problem (logged). Reads only what changes generated code (mask, head dim, dtypes,
-// layout); `lse` picks the kernel that writes the log-sum-exp output.
-KernelChoice choose_spec(const Problem& p, const driver::DeviceInfo& device, Arch arch, bool lse);
+// layout); `lse` picks the kernel that writes the log-sum-exp output, `short_keys` the variant for
+// short key ranges where the spec has one (has_short_keys_variant; else it is ignored).
+KernelChoice choose_spec(const Problem& p, const driver::DeviceInfo& device, Arch arch, bool lse,
+                         bool short_keys = false);
 
 // How an sm90a choice reads and writes, for plan_tensor_maps().
 MapShape map_shape(const KernelChoice& choice);
 
-// choose_spec for p's call (the lse kernel exactly when p has an lse output), then for sm90a p's
-// TMA descriptors; a problem that cannot have them runs on sm80.
+// choose_spec for p's call (the lse kernel exactly when p has an lse output; the short-key variant
+// where the spec has one and wants_short_keys (plan/short_keys.hpp) says so for p's lengths and
+// TSATTN_SHORT_KEYS), then for sm90a p's TMA descriptors; a problem that cannot have them runs on
+// sm80.
 KernelChoice choose_kernel(const Problem& p, const driver::DeviceInfo& device, Arch arch);
 
 // The module of choice.spec in `context` (current), loaded (and compiled) on first use. The entry

@@ -84,7 +84,7 @@ const char* PagedPrefillPlan::run(const PagedRunArguments& args) {
                     {settings.capacity.max_kv_len, key_rows_, base + layout_.kv_indptr.offset, base + layout_.k.offset,
                      base + layout_.v.offset});
   queue_gather(*gather_, params, key_rows_, attention_.multiprocessors(), stream);
-  return attention_.launch(p, stream);
+  return attention_.launch(p, {}, stream);  // lengths stay on the device: the plan's capacities decide
 }
 
 }  // namespace tsattn

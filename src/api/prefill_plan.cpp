@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <future>
 #include <limits>
+#include <span>
+#include <vector>
 
 #include "api/launch.hpp"
 #include "common/error.hpp"
@@ -10,6 +12,7 @@
 #include "jit/driver/driver_api.hpp"
 #include "jit/kernel_cache.hpp"
 #include "plan/kernel_params.hpp"
+#include "plan/short_keys.hpp"
 
 namespace tsattn {
 
@@ -21,16 +24,31 @@ PrefillPlan::PrefillPlan(const tsattn_prefill_plan_options* options) : settings_
   const driver::DeviceInfo& device = scope.device();
   multiprocessors_ = device.multiprocessors;
   // The choices of the one-shot call for the same settings, without and with lse (base holds the
-  // largest shape; the spec depends on none of it). Whether TMA can read the tensors is known only
-  // per run. Both kernels load now, so that a run never compiles; the lse twin is found or compiled
-  // on another thread meanwhile.
+  // largest shape; the spec depends on none of it), and for a spec with a short-key variant the
+  // variant's too: which of them a run takes depends on its lse output and its lengths.
+  // TSATTN_SHORT_KEYS is read now, as the launch knobs below: =on or =off leaves one width out.
+  // Whether TMA can read the tensors is known only per run.
   const Arch arch = device_arch(device);
-  for (bool lse : {false, true}) kernels_[lse].choice = choose_spec(base, device, arch, lse);
-  std::future<void> twin =
-      std::async(std::launch::async, [spec = kernels_[1].choice.spec] { jit::KernelCache::process().get(spec); });
-  for (bool lse : {false, true}) {
-    if (lse) twin.get();  // rethrows its compile error
-    PlanKernel& k = kernels_[lse];
+  short_keys_variant_ = has_short_keys_variant(choose_spec(base, device, arch, false).spec);
+  if (short_keys_variant_) short_keys_mode_ = knob_string(Knob::short_keys);
+  const bool widths[2] = {!short_keys_variant_ || short_keys_mode_ != "on",
+                          short_keys_variant_ && short_keys_mode_ != "off"};
+  std::vector<PlanKernel*> used;
+  for (bool short_keys : {false, true})
+    for (bool lse : {false, true})
+      if (widths[short_keys]) {
+        kernels_[short_keys][lse].choice = choose_spec(base, device, arch, lse, short_keys);
+        used.push_back(&kernels_[short_keys][lse]);
+      }
+  // Every kernel loads now, so that a run never compiles; all but the first are found or compiled
+  // on other threads meanwhile.
+  std::vector<std::future<void>> others;
+  for (size_t i = 1; i < used.size(); ++i)
+    others.push_back(
+        std::async(std::launch::async, [spec = used[i]->choice.spec] { jit::KernelCache::process().get(spec); }));
+  for (size_t i = 0; i < used.size(); ++i) {
+    if (i > 0) others[i - 1].get();  // rethrows its compile error
+    PlanKernel& k = *used[i];
     k.kernel = &load_kernel(context_, k.choice);
     if (base.layout == Layout::packed && k.kernel->planner == nullptr)
       raise(ErrorKind::runtime, "kernel {} has no device planner for packed runs", k.kernel->name);
@@ -53,14 +71,14 @@ PrefillPlan::PrefillPlan(const tsattn_prefill_plan_options* options) : settings_
   cta_pairs_ = snapshot(Knob::cta_pairs);
   knobs_ = [this](Knob which) { return knob(which); };
 
-  // The twins share their traits, so their bounds agree but for what the driver reports (occupancy,
-  // resident pairs); the larger covers the runs of both (the regions after the launch's have the
-  // same sizes).
-  PlanWorkspace layouts[2];
-  for (bool lse : {false, true})
-    layouts[lse] =
-        plan_workspace(capacity, kernels_[lse].facts, multiprocessors_, transposes_v(kernels_[lse].choice.spec));
-  layout_ = layouts[layouts[1].bytes > layouts[0].bytes ? 1 : 0];
+  // The lse twins share their traits, so their bounds agree but for what the driver reports
+  // (occupancy, resident pairs); a short-key variant's key tiles differ too. The largest launch
+  // region covers the runs of every kernel (the regions after it have the same sizes for all).
+  for (size_t i = 0; i < used.size(); ++i) {
+    const PlanWorkspace layout =
+        plan_workspace(capacity, used[i]->facts, multiprocessors_, transposes_v(used[i]->choice.spec));
+    if (i == 0 || layout.launch.bytes > layout_.launch.bytes) layout_ = layout;
+  }
   workspace_ = driver::DeviceBuffer(layout_.bytes);
   workspace_.fill_bytes(0);  // the dynamic order's work counter starts at zero
   if (base.layout == Layout::packed) {
@@ -149,15 +167,21 @@ const char* PrefillPlan::run(const RunArguments& args) {
   Problem p = args.validate ? checked_run_problem(settings_, args.views, args.stream)
                             : unchecked_run_problem(settings_, args.views, args.stream);
   if (p.batch == 0 || p.q_tokens == 0) return nullptr;  // no query rows: nothing to write
+  // Host kv_indptr values (as uploaded) give the lengths the short-key choice reads; GPU ones none.
+  std::span<const int32_t> kv_indptr;
   if (p.layout == Layout::packed) {
-    if (p.indptr_on_host) upload_indptrs(args.views, p, stream);
+    if (p.indptr_on_host) {
+      upload_indptrs(args.views, p, stream);
+      kv_indptr = {uploaded_.data() + settings_.capacity.batch + 1, static_cast<size_t>(p.batch + 1)};
+    }
     p.indptr_on_host = false;  // runs always plan their tile list on the device
   }
-  return launch(p, stream);
+  return launch(p, kv_indptr, stream);
 }
 
-const char* PrefillPlan::launch(Problem& p, CUstream stream) {
-  PlanKernel& kernel = kernels_[p.lse.data != nullptr ? 1 : 0];
+const char* PrefillPlan::launch(Problem& p, std::span<const int32_t> kv_indptr, CUstream stream) {
+  const bool short_keys = short_keys_variant_ && wants_short_keys(p, kv_indptr, short_keys_mode_);
+  PlanKernel& kernel = kernels_[short_keys ? 1 : 0][p.lse.data != nullptr ? 1 : 0];
   KernelFacts facts = kernel.facts;
   if (kernel.choice.spec.family == KernelFamily::sm90a) encode_maps(p, kernel, facts);
   // The one-shot call's plan for this shape: the same order, chunks and split tail, so the same bits.

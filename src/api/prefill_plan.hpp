@@ -1,6 +1,7 @@
 // prefill_plan.hpp - a plan (tsattn_prefill_plan; docs/contract.md, "Plan once, run every
 // layer"): its settings checked once, its kernels chosen and loaded once (the one without the
-// log-sum-exp output and its twin with it: whether a run passes lse is known only per run), one
+// log-sum-exp output and its twin with it: whether a run passes lse is known only per run; and
+// likewise the short-key variants where the spec has them, taken by the run's lengths), one
 // device workspace sized for every run of either kernel within its capacities
 // (plan/plan_capacity.hpp) and pinned staging for host indptrs. A run reads its tensors, fills the
 // kernel's parameters and launches: it compiles nothing, allocates no device or pinned memory,
@@ -16,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,8 +55,10 @@ class PrefillPlan {
 
   // The attention half of run() for a problem already built against settings() (checked or
   // clamped), with query rows and, in the packed layout, its indptrs in device memory: what a paged
-  // plan runs over its gathered keys. The plan's context must be current. Returns as run().
-  const char* launch(Problem& p, CUstream stream);
+  // plan runs over its gathered keys. kv_indptr: the packed keys' indptr values when the host has
+  // them (the short-key choice reads them), else empty. The plan's context must be current.
+  // Returns as run().
+  const char* launch(Problem& p, std::span<const int32_t> kv_indptr, CUstream stream);
 
   const PlanSettings& settings() const { return settings_; }
   CUcontext context() const { return context_; }
@@ -83,9 +87,14 @@ class PrefillPlan {
   PlanSettings settings_;
   CUcontext context_ = nullptr;
   int multiprocessors_ = 0;
-  // [0]: the settings' kernel, [1]: its twin that writes lse; a run takes [1] exactly when it
-  // passes an lse output, as the one-shot call would.
-  std::array<PlanKernel, 2> kernels_;
+  // kernels_[short_keys][lse]: [0][0] the settings' kernel, [0][1] its twin that writes lse, and
+  // where the spec has a short-key variant (has_short_keys_variant) [1][*] the variant's. A run
+  // takes the lse twin exactly when it passes an lse output and the variant exactly when
+  // wants_short_keys says so for its lengths, as the one-shot call would. TSATTN_SHORT_KEYS=on
+  // or off leaves the kernels of the other width unloaded (null), and never taken.
+  std::array<std::array<PlanKernel, 2>, 2> kernels_;
+  bool short_keys_variant_ = false;
+  std::string short_keys_mode_;  // TSATTN_SHORT_KEYS when the plan was made (with a variant only)
   KnobValue work_order_, split_tail_, cta_pairs_;
   KnobReader knobs_;
   PlanWorkspace layout_;

@@ -39,6 +39,10 @@ struct KernelSpec {
   // have lse code: a run-time branch in the epilogue alone changed ptxas's register allocation of
   // the whole kernel. A call runs the lse kernel exactly when it passes an lse output.
   bool lse = false;
+  // The variant for short key ranges: 128-key tiles where the kernel otherwise takes 160 (sm90a,
+  // D128, dense, 16-bit inputs; has_short_keys_variant() in spec_table.hpp). The padding of a
+  // request's last key tile is a large share of a short request's keys (plan/short_keys.hpp).
+  bool short_keys = false;
 
   bool operator==(const KernelSpec&) const = default;
   // A dense number for in-memory tables (no string building on the hot path).
@@ -57,10 +61,11 @@ std::optional<MaskVariant> parse_mask_variant(std::string_view text);
 std::optional<tsattn_dtype> parse_short_dtype(std::string_view text);
 std::optional<Layout> parse_layout(std::string_view text);
 
-// The readable canonical name, e.g. "prefill.sm80.sm_90a.d128.bf16_bf16.causal_win.packed", and
-// "...causal_win.packed.lse" for the kernel that writes lse (the suffix only then, so a kernel
-// without lse keeps its name): used in logs, errors, cache metadata and (with '.' -> '_') as the
-// kernel symbol.
+// The readable canonical name, e.g. "prefill.sm80.sm_90a.d128.bf16_bf16.causal_win.packed",
+// "...dense.packed.short_keys" for the short-key variant and "...causal_win.packed.lse" for the
+// kernel that writes lse (each suffix only when its axis is true, ".short_keys" before ".lse", so
+// the kernels without them keep their names): used in logs, errors, cache metadata and (with
+// '.' -> '_') as the kernel symbol.
 std::string canonical_name(const KernelSpec& spec);
 std::string kernel_symbol(const KernelSpec& spec);
 
@@ -68,7 +73,8 @@ std::string kernel_symbol(const KernelSpec& spec);
 std::optional<Arch> arch_for_compute_capability(int major);
 
 // The spec a validated problem needs from a family on an arch; `lse`: the kernel that writes the
-// log-sum-exp output (a call's choice: whether it passes one).
+// log-sum-exp output (a call's choice: whether it passes one). short_keys stays false: the caller
+// sets it where the table has the variant and the lengths want it (api/kernel_choice.cpp).
 KernelSpec spec_for_problem(const Problem& p, KernelFamily family, Arch arch, bool lse);
 
 }  // namespace tsattn

@@ -18,8 +18,8 @@ namespace tsattn {
 
 namespace {
 
-const std::set<std::string> kEntryKeys{"family", "head_dim", "input_dtype", "output_dtype",
-                                       "mask",   "layout",   "lse",         "exclude"};
+const std::set<std::string> kEntryKeys{"family", "head_dim", "input_dtype", "output_dtype", "mask",
+                                       "layout", "lse",      "short_keys",  "exclude"};
 
 // One axis of an entry: the values given (a scalar or a list), each validated, or the family's.
 template <class T>
@@ -48,12 +48,12 @@ std::optional<int> parse_head_dim(const nlohmann::json& v) {
   return v.get<int>();
 }
 
-std::optional<bool> parse_lse(const nlohmann::json& v) {
+std::optional<bool> parse_boolean(const nlohmann::json& v) {
   if (!v.is_boolean()) return std::nullopt;
   return v.get<bool>();
 }
 
-const char* lse_text(bool lse) { return lse ? "true" : "false"; }
+const char* boolean_text(bool value) { return value ? "true" : "false"; }
 
 template <auto Parse>
 auto parse_text() {
@@ -71,9 +71,9 @@ bool matches(const KernelSpec& spec, const nlohmann::json& exclude, const std::s
       if (value.get<int>() != spec.head_dim) return false;
       continue;
     }
-    if (key == "lse") {
-      if (!value.is_boolean()) raise(ErrorKind::value, "{}.lse: {} is not a boolean", path, value.dump());
-      if (value.get<bool>() != spec.lse) return false;
+    if (key == "lse" || key == "short_keys") {
+      if (!value.is_boolean()) raise(ErrorKind::value, "{}.{}: {} is not a boolean", path, key, value.dump());
+      if (value.get<bool>() != (key == "lse" ? spec.lse : spec.short_keys)) return false;
       continue;
     }
     if (!value.is_string()) raise(ErrorKind::value, "{}.{}: {} is not a string", path, key, value.dump());
@@ -91,8 +91,9 @@ bool matches(const KernelSpec& spec, const nlohmann::json& exclude, const std::s
       actual = arch_name(spec.arch);
     else
       raise(ErrorKind::value,
-            "{}: unknown key \"{}\" (allowed: head_dim, input_dtype, output_dtype, mask, layout, lse, arch)", path,
-            key);
+            "{}: unknown key \"{}\" (allowed: head_dim, input_dtype, output_dtype, mask, layout, lse, short_keys, "
+            "arch)",
+            path, key);
     if (text != actual) return false;
   }
   return true;
@@ -157,7 +158,9 @@ std::vector<KernelSpec> expand_manifest(const nlohmann::json& manifest, const st
         read_axis<MaskVariant>(entry, path, "mask", axes->masks, parse_text<parse_mask_variant>(), mask_variant_name);
     const auto layouts =
         read_axis<Layout>(entry, path, "layout", axes->layouts, parse_text<parse_layout>(), layout_name);
-    const auto lse_values = read_axis<bool>(entry, path, "lse", axes->lse, parse_lse, lse_text);
+    const auto lse_values = read_axis<bool>(entry, path, "lse", axes->lse, parse_boolean, boolean_text);
+    const auto short_keys_values =
+        read_axis<bool>(entry, path, "short_keys", axes->short_keys, parse_boolean, boolean_text);
     const nlohmann::json excludes = entry.value("exclude", nlohmann::json::array());
     if (!excludes.is_array()) raise(ErrorKind::value, "{}.exclude: must be a list of objects", path);
     for (size_t e = 0; e < excludes.size(); ++e)
@@ -170,13 +173,16 @@ std::vector<KernelSpec> expand_manifest(const nlohmann::json& manifest, const st
           for (tsattn_dtype output : outputs)
             for (MaskVariant mask : masks)
               for (Layout layout : layouts)
-                for (bool lse : lse_values) {
-                  const KernelSpec spec{*family, arch, mask, head_dim, input, output, layout, lse};
-                  bool excluded = false;
-                  for (size_t e = 0; e < excludes.size() && !excluded; ++e)
-                    excluded = matches(spec, excludes[e], fmt::format("{}.exclude[{}]", path, e));
-                  if (!excluded && seen.insert(spec.id()).second) specs.push_back(spec);
-                }
+                for (bool short_keys : short_keys_values)
+                  for (bool lse : lse_values) {
+                    const KernelSpec spec{*family, arch, mask, head_dim, input, output, layout, lse, short_keys};
+                    // A spec without a short-key variant has none to build.
+                    if (short_keys && !has_short_keys_variant(spec)) continue;
+                    bool excluded = false;
+                    for (size_t e = 0; e < excludes.size() && !excluded; ++e)
+                      excluded = matches(spec, excludes[e], fmt::format("{}.exclude[{}]", path, e));
+                    if (!excluded && seen.insert(spec.id()).second) specs.push_back(spec);
+                  }
     }
   }
   return specs;

@@ -7,7 +7,9 @@
 //
 // Each kernels[] entry is the Cartesian product of its axes; an axis left out means every value
 // the table supports for that family ("lse": both, the kernel for calls without the log-sum-exp
-// output and its twin for calls with it). "exclude" drops the combinations that match all fields
+// output and its twin for calls with it; "short_keys": sm90a both, the usual kernel and its
+// variant for short key ranges, which only some specs have: has_short_keys_variant() in
+// spec_table.hpp; specs without one are not built for true). "exclude" drops the combinations that match all fields
 // of one of its objects. Values are validated against the table of truth (spec_table.hpp), with
 // errors that name the JSON path ("kernels[1].head_dim[0]: 96 is not supported (supported: 128, 256)").
 //

@@ -16,6 +16,8 @@ constexpr std::array kAllMasks{MaskVariant::dense, MaskVariant::causal, MaskVari
 constexpr std::array kAllLayouts{Layout::fixed, Layout::packed};
 constexpr std::array kHeadDims{128, 256};
 constexpr std::array kBothLse{false, true};
+constexpr std::array kUsualKeysOnly{false};
+constexpr std::array kBothKeyWidths{false, true};
 
 // The portable family runs on every arch tsattn targets: sm_80 cubins serve Ampere and Ada,
 // and Hopper/Blackwell need their own cubins (SASS is not compatible across major versions).
@@ -28,8 +30,10 @@ constexpr std::array kSm80Archs{Arch::sm_80, Arch::sm_90a, Arch::sm_100, Arch::s
 constexpr std::array kSm90aArchs{Arch::sm_90a};
 
 constexpr std::array<FamilyAxes, 2> kFamilies{{
-    {KernelFamily::sm80, kSm80Archs, kHeadDims, kAllDtypes, kAllDtypes, kAllMasks, kAllLayouts, kBothLse},
-    {KernelFamily::sm90a, kSm90aArchs, kHeadDims, kAllDtypes, kAllDtypes, kAllMasks, kAllLayouts, kBothLse},
+    {KernelFamily::sm80, kSm80Archs, kHeadDims, kAllDtypes, kAllDtypes, kAllMasks, kAllLayouts, kBothLse,
+     kUsualKeysOnly},
+    {KernelFamily::sm90a, kSm90aArchs, kHeadDims, kAllDtypes, kAllDtypes, kAllMasks, kAllLayouts, kBothLse,
+     kBothKeyWidths},
 }};
 
 // sm80 tiles, by head dim and arch; the first row that matches a spec gives its tile (registers
@@ -76,13 +80,22 @@ constexpr bool sm80_tiles_are_consistent() {
 }
 static_assert(sm80_tiles_are_consistent(), "every sm80 spec has a tile of whole mma.sync fragments");
 
+// The short-key variants (has_short_keys_variant): 16-bit D128 dense, the one kind of 160-key
+// tiles, whose last tile pads requests of a few hundred keys by up to a quarter of their key work
+// (docs/decisions.md, short_keys).
+constexpr bool short_keys_variant_exists(const KernelSpec& spec) {
+  return spec.family == KernelFamily::sm90a && spec.head_dim == 128 && spec.mask == MaskVariant::dense &&
+         spec.input_dtype != TSATTN_DTYPE_FLOAT8_E4M3FN;
+}
+
 constexpr tsattn_dev::sm90a::SpecAxes sm90a_axes(const KernelSpec& spec) {
   return {spec.head_dim,
           kernel_dtype_code(spec.input_dtype),
           kernel_dtype_code(spec.output_dtype),
           kernel_mask_code(spec.mask),
           spec.mask == MaskVariant::causal_window,
-          spec.layout == Layout::packed};
+          spec.layout == Layout::packed,
+          spec.short_keys};
 }
 
 // wgmma: each consumer warpgroup (4 warps) issues m64 instructions, and the kernel has exactly one
@@ -107,12 +120,46 @@ constexpr bool sm90a_traits_are_consistent() {
         for (tsattn_dtype output : axes.output_dtypes)
           for (MaskVariant mask : axes.masks)
             for (Layout layout : axes.layouts)
-              if (!sm90a_traits_ok({KernelFamily::sm90a, Arch::sm_90a, mask, head_dim, input, output, layout}))
-                return false;
+              for (bool short_keys : axes.short_keys) {
+                const KernelSpec spec{KernelFamily::sm90a, Arch::sm_90a, mask, head_dim, input, output, layout, false,
+                                      short_keys};
+                if (short_keys && !short_keys_variant_exists(spec)) continue;
+                if (!sm90a_traits_ok(spec)) return false;
+              }
   }
   return true;
 }
 static_assert(sm90a_traits_are_consistent(), "every sm90a spec has a tile of whole wgmma fragments that fits");
+
+// The short-key variant is its kernel with 128-key tiles and the settings that follow from the
+// width alone: every other trait is its usual twin's.
+constexpr bool short_keys_variants_differ_only_in_width() {
+  for (tsattn_dtype input : {TSATTN_DTYPE_FLOAT16, TSATTN_DTYPE_BFLOAT16})
+    for (tsattn_dtype output : kAllDtypes)
+      for (Layout layout : kAllLayouts) {
+        const KernelSpec usual{KernelFamily::sm90a, Arch::sm_90a, MaskVariant::dense, 128, input, output, layout};
+        KernelSpec variant = usual;
+        variant.short_keys = true;
+        if (!short_keys_variant_exists(usual)) return false;
+        const tsattn_dev::sm90a::Traits a = tsattn_dev::sm90a::traits_for(sm90a_axes(usual));
+        const tsattn_dev::sm90a::Traits b = tsattn_dev::sm90a::traits_for(sm90a_axes(variant));
+        if (a.block_n != 160 || b.block_n != 128) return false;
+        // 128 keys: S and P take 24 registers fewer, so the consumers keep 232 as at causal D128.
+        if (b.producer_registers != 40 || b.consumer_registers != 232) return false;
+        if (a.block_m != b.block_m || a.num_warps != b.num_warps || a.stages != b.stages ||
+            a.two_level != b.two_level || a.overlap_softmax != b.overlap_softmax || a.ping_pong != b.ping_pong ||
+            a.pv_chunk_n != b.pv_chunk_n || a.pv_chunk_buffers != b.pv_chunk_buffers ||
+            a.staged_output != b.staged_output || a.output_in_q != b.output_in_q || a.tma_output != b.tma_output ||
+            a.output_store_bytes != b.output_store_bytes || a.chunked_order != b.chunked_order ||
+            a.dynamic_order != b.dynamic_order || a.split_tail != b.split_tail ||
+            a.split_partial_bytes != b.split_partial_bytes || a.pairable != b.pairable ||
+            a.tile_pairable != b.tile_pairable)
+          return false;
+      }
+  return true;
+}
+static_assert(short_keys_variants_differ_only_in_width(),
+              "a short-key variant changes its kernel's key tile and what follows from it, nothing else");
 
 template <class T>
 bool contains(std::span<const T> values, const T& value) {
@@ -129,11 +176,17 @@ const FamilyAxes* axes_of(KernelFamily family) {
 
 std::span<const FamilyAxes> kernel_families() { return kFamilies; }
 
+bool has_short_keys_variant(const KernelSpec& spec) {
+  const FamilyAxes* axes = axes_of(spec.family);
+  return axes && contains(axes->short_keys, true) && short_keys_variant_exists(spec);
+}
+
 bool is_supported(const KernelSpec& spec) {
   const FamilyAxes* axes = axes_of(spec.family);
   return axes && contains(axes->archs, spec.arch) && contains(axes->head_dims, spec.head_dim) &&
          contains(axes->input_dtypes, spec.input_dtype) && contains(axes->output_dtypes, spec.output_dtype) &&
-         contains(axes->masks, spec.mask) && contains(axes->layouts, spec.layout) && contains(axes->lse, spec.lse);
+         contains(axes->masks, spec.mask) && contains(axes->layouts, spec.layout) && contains(axes->lse, spec.lse) &&
+         contains(axes->short_keys, spec.short_keys) && (!spec.short_keys || has_short_keys_variant(spec));
 }
 
 std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch) {
@@ -145,7 +198,11 @@ std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch) {
       for (tsattn_dtype output : axes->output_dtypes)
         for (MaskVariant mask : axes->masks)
           for (Layout layout : axes->layouts)
-            for (bool lse : axes->lse) specs.push_back({family, arch, mask, head_dim, input, output, layout, lse});
+            for (bool short_keys : axes->short_keys)
+              for (bool lse : axes->lse) {
+                const KernelSpec spec{family, arch, mask, head_dim, input, output, layout, lse, short_keys};
+                if (is_supported(spec)) specs.push_back(spec);
+              }
   return specs;
 }
 

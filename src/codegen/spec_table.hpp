@@ -30,6 +30,9 @@ struct FamilyAxes {
   std::span<const MaskVariant> masks;
   std::span<const Layout> layouts;
   std::span<const bool> lse;  // kernels without and with the log-sum-exp output
+  // Kernels of the usual key tiles and, where has_short_keys_variant() says so, their variants
+  // for short key ranges (KernelSpec::short_keys).
+  std::span<const bool> short_keys;
 };
 
 // The codes a generated source gives a spec's dtypes and mask (templates/kernel_codes.h).
@@ -54,10 +57,17 @@ constexpr int kernel_mask_code(MaskVariant mask) {
 // The families this build can generate, with their axes.
 std::span<const FamilyAxes> kernel_families();
 
-// Whether the table has this spec (every axis value listed for its family).
+// Whether a spec (its short_keys axis aside) has a variant for short key ranges: the sm90a family,
+// D128, the dense mask and 16-bit inputs, whose kernel otherwise takes 160 keys per step
+// (sm90a/kernel_traits.h, block_n_for). Every other kind keeps one width.
+bool has_short_keys_variant(const KernelSpec& spec);
+
+// Whether the table has this spec (every axis value listed for its family; short_keys only where
+// has_short_keys_variant).
 bool is_supported(const KernelSpec& spec);
 
-// Every spec of a family for one arch (the Cartesian product of its axes).
+// Every spec of a family for one arch (the Cartesian product of its axes, less the short-key
+// variants of specs that have none).
 std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch);
 
 // The tile of a supported spec.
@@ -66,7 +76,8 @@ TileConfig tile_config(const KernelSpec& spec);
 // What the host must know of a kernel beyond its tile, decided where the kernel's own settings are
 // (sm90a: traits_for() in templates/sm90a/kernel_traits.h, which the kernel itself calls). A
 // loaded module confirms these through its globals (jit/driver/module_table.cpp). The lse axis is
-// not among traits_for()'s inputs: a kernel and its lse twin have the same traits.
+// not among traits_for()'s inputs: a kernel and its lse twin have the same traits. The short_keys
+// axis is: the variant's tile is 128 keys wide, and what follows from that (registers, shared memory).
 struct KernelTraits {
   TileConfig tile{};
   bool staged_output = false;      // O through shared memory (sm90a D128 with a 16-bit output)

@@ -29,12 +29,13 @@ constexpr std::array<std::string_view, 3> kKernelFamilies = {"auto", "sm80", "sm
 constexpr std::array<std::string_view, 3> kWorkOrders = {"auto", "static", "dynamic"};
 constexpr std::array<std::string_view, 3> kSplitTails = {"auto", "off", "on"};
 constexpr std::array<std::string_view, 3> kCtaPairs = {"auto", "off", "on"};
+constexpr std::array<std::string_view, 3> kShortKeys = {"auto", "off", "on"};
 
 using enum KnobType;
 
 // One row per variable, in the order of enum Knob (checked below). Only knobs that change the
-// bytes NVRTC produces for a given spec affect the cache key. TSATTN_KERNEL_FAMILY does not: it
-// changes which spec is chosen, and the spec's name and source are in the key already.
+// bytes NVRTC produces for a given spec affect the cache key. TSATTN_KERNEL_FAMILY and TSATTN_SHORT_KEYS
+// do not: they change which spec is chosen, and the spec's name and source are in the key already.
 constexpr std::array kKnobs = {
     KnobInfo{Knob::cache_dir,
              "TSATTN_CACHE_DIR",
@@ -109,6 +110,10 @@ constexpr std::array kKnobs = {
              "whether sm90a 16-bit launches run in CTA pairs that share each K/V tile (auto: where the module can, "
              "except pairs along query tiles for short requests; on: wherever the module can; off: single CTAs)",
              false, kCtaPairs},
+    KnobInfo{Knob::short_keys, "TSATTN_SHORT_KEYS", enumeration, "auto",
+             "whether sm90a 16-bit D128 dense calls run the kernel's variant of 128-key tiles instead of 160 (auto: "
+             "where it pads less key work, by 3% or more; on: always; off: never)",
+             false, kShortKeys},
     KnobInfo{Knob::library,
              "TSATTN_LIBRARY",
              path,

@@ -30,6 +30,7 @@ enum class Knob {
   work_order,
   split_tail,
   cta_pairs,
+  short_keys,
   library,
   nvrtc_library,
   test_seed,

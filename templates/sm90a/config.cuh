@@ -10,9 +10,10 @@
 
 #if !defined(TSATTN_KERNEL_NAME) || !defined(TSATTN_HEAD_DIM) || !defined(TSATTN_INPUT_DTYPE) ||                    \
     !defined(TSATTN_OUTPUT_DTYPE) || !defined(TSATTN_MASK) || !defined(TSATTN_WINDOW) || !defined(TSATTN_PACKED) || \
-    !defined(TSATTN_LSE) || !defined(TSATTN_BLOCK_M) || !defined(TSATTN_BLOCK_N) || !defined(TSATTN_NUM_WARPS)
+    !defined(TSATTN_LSE) || !defined(TSATTN_SHORT_KEYS) || !defined(TSATTN_BLOCK_M) || !defined(TSATTN_BLOCK_N) ||  \
+    !defined(TSATTN_NUM_WARPS)
 #error \
-    "the generated source must define TSATTN_KERNEL_NAME, TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_MASK, TSATTN_WINDOW, TSATTN_PACKED, TSATTN_LSE, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS"
+    "the generated source must define TSATTN_KERNEL_NAME, TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_MASK, TSATTN_WINDOW, TSATTN_PACKED, TSATTN_LSE, TSATTN_SHORT_KEYS, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS"
 #endif
 
 static_assert(TSATTN_PARAMS_VERSION == 7, "sm90a kernel written against TsattnPrefillParams v7");
@@ -20,8 +21,8 @@ static_assert(TSATTN_PARAMS_VERSION == 7, "sm90a kernel written against TsattnPr
 namespace tsattn_dev {
 namespace sm90a {
 
-constexpr Traits kTraits = traits_for(
-    {TSATTN_HEAD_DIM, TSATTN_INPUT_DTYPE, TSATTN_OUTPUT_DTYPE, TSATTN_MASK, TSATTN_WINDOW != 0, TSATTN_PACKED != 0});
+constexpr Traits kTraits = traits_for({TSATTN_HEAD_DIM, TSATTN_INPUT_DTYPE, TSATTN_OUTPUT_DTYPE, TSATTN_MASK,
+                                       TSATTN_WINDOW != 0, TSATTN_PACKED != 0, TSATTN_SHORT_KEYS != 0});
 
 constexpr int kHeadDim = TSATTN_HEAD_DIM;
 constexpr int kInputDtype = TSATTN_INPUT_DTYPE;

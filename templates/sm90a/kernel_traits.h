@@ -23,6 +23,7 @@ struct SpecAxes {
   int mask;          // kMaskDense, kMaskCausal, kMaskVariableWindow
   bool window;       // causal with a left window
   bool packed;       // the packed ragged layout
+  bool short_keys;   // the variant for short key ranges (TSATTN_SHORT_KEYS; 16-bit D128 dense only)
 };
 
 // Shared memory, as byte offsets from a 1024-byte aligned base (every slab is 1024-aligned for the
@@ -72,7 +73,10 @@ struct Traits {
 
 // Keys per step (BLOCK_N), by the registers and shared memory each configuration has.
 //   16-bit D128: 128 keys; dense 160 (no diagonal tile, so longer steps only spread the per-step
-//     softmax and barrier work; S 80 + P 40 + O 64 registers fit in 240, 176 spilled).
+//     softmax and barrier work; S 80 + P 40 + O 64 registers fit in 240, 176 spilled). Its
+//     short_keys variant takes 128: a request's last tile is padding up to its width, 25% of the
+//     key work at 256 or 512 keys with 160 and none with 128, while 160 is ~2.5% cheaper per key
+//     (src/plan/short_keys.hpp chooses per call).
 //   16-bit D256: O alone is 128 registers, and Q plus two stages of K and V must fit 227 KB:
 //     80 keys for dense and plain causal masks, 64 for windows (longer steps mask more of each
 //     band-edge tile).
@@ -84,7 +88,7 @@ TSATTN_HOST_DEVICE constexpr int block_n_for(const SpecAxes& a) {
   const bool variable = a.mask == kMaskVariableWindow;
   if (a.head_dim == 128) {
     if (e4m3) return variable ? 128 : a.mask == kMaskDense ? 256 : 192;
-    return a.mask == kMaskDense ? 160 : 128;
+    return a.mask == kMaskDense && !a.short_keys ? 160 : 128;
   }
   if (e4m3) return variable ? 64 : 128;
   return a.mask == kMaskDense || (a.mask == kMaskCausal && !a.window) ? 80 : 64;

@@ -21,6 +21,11 @@
 namespace tsattn::test {
 namespace {
 
+// The sm90a family: the 288 specs of every axis but short_keys, and the short-key variants of the
+// 16-bit D128 dense ones (2 inputs x 3 outputs x 2 layouts x with and without lse).
+constexpr size_t kShortKeysVariants = 2 * 3 * 2 * 2;
+constexpr size_t kSm90aSpecs = 288 + kShortKeysVariants;
+
 std::vector<KernelSpec> every_spec() {
   std::vector<KernelSpec> specs;
   for (const FamilyAxes& family : kernel_families())
@@ -44,8 +49,9 @@ TEST_SUITE("codegen/specs") {
       CHECK(tile.block_m > 0);
     }
     // sm80: 2 head dims x 3 x 3 dtype pairs x 4 masks x 2 layouts x with and without lse, on 4
-    // archs; sm90a: the same 288 on sm_90a.
-    CHECK(names.size() == 4 * 288 + 288);
+    // archs; sm90a: the same 288 on sm_90a, and the 24 short-key variants (dense D128, 2 16-bit
+    // inputs x 3 outputs x 2 layouts x with and without lse).
+    CHECK(names.size() == 4 * 288 + kSm90aSpecs);
   }
 
   TEST_CASE("the lse axis: a suffix on the name only when true, and the same kernel otherwise") {
@@ -59,9 +65,9 @@ TEST_SUITE("codegen/specs") {
       ++twins;
       // Names of kernels without lse are the names they had before the axis existed.
       const std::string name =
-          fmt::format("prefill.{}.{}.d{}.{}_{}.{}.{}", family_name(plain.family), arch_name(plain.arch), plain.head_dim,
-                      short_dtype_name(plain.input_dtype), short_dtype_name(plain.output_dtype),
-                      mask_variant_name(plain.mask), layout_name(plain.layout));
+          fmt::format("prefill.{}.{}.d{}.{}_{}.{}.{}{}", family_name(plain.family), arch_name(plain.arch),
+                      plain.head_dim, short_dtype_name(plain.input_dtype), short_dtype_name(plain.output_dtype),
+                      mask_variant_name(plain.mask), layout_name(plain.layout), plain.short_keys ? ".short_keys" : "");
       CHECK(canonical_name(plain) == name);
       CHECK(canonical_name(spec) == name + ".lse");
       CHECK(kernel_symbol(spec) == kernel_symbol(plain) + "_lse");
@@ -81,7 +87,95 @@ TEST_SUITE("codegen/specs") {
       }
       CHECK(with == without);
     }
-    CHECK(twins == (4 * 288 + 288) / 2);
+    CHECK(twins == (4 * 288 + kSm90aSpecs) / 2);
+  }
+
+  TEST_CASE("the short_keys axis: sm90a 16-bit D128 dense only, a suffix before .lse, 128-key tiles") {
+    size_t variants = 0;
+    for (const FamilyAxes& family : kernel_families())
+      for (Arch arch : family.archs)
+        for (int head_dim : family.head_dims)
+          for (tsattn_dtype input : family.input_dtypes)
+            for (tsattn_dtype output : family.output_dtypes)
+              for (MaskVariant mask : family.masks)
+                for (Layout layout : family.layouts)
+                  for (bool lse : family.lse) {
+                    const KernelSpec usual{family.family, arch, mask, head_dim, input, output, layout, lse};
+                    KernelSpec variant = usual;
+                    variant.short_keys = true;
+                    CAPTURE(canonical_name(variant));
+                    const bool expected = family.family == KernelFamily::sm90a && head_dim == 128 &&
+                                          mask == MaskVariant::dense && input != TSATTN_DTYPE_FLOAT8_E4M3FN;
+                    CHECK(has_short_keys_variant(usual) == expected);
+                    CHECK(has_short_keys_variant(variant) == expected);
+                    CHECK(is_supported(usual));
+                    CHECK(is_supported(variant) == expected);
+                    if (!expected) {
+                      CHECK_THROWS_AS(generate_source(variant), Error);
+                      continue;
+                    }
+                    ++variants;
+                    // The name: the usual kernel's, then ".short_keys", then ".lse" when it writes lse.
+                    KernelSpec usual_plain = usual;
+                    usual_plain.lse = false;
+                    CHECK(canonical_name(variant) == canonical_name(usual_plain) + ".short_keys" + (lse ? ".lse" : ""));
+                    CHECK(kernel_symbol(variant) == kernel_symbol(usual_plain) + "_short_keys" + (lse ? "_lse" : ""));
+                    CHECK(variant.id() != usual.id());
+                    CHECK_FALSE(variant == usual);
+                    // 128 keys per step instead of 160, and only what follows from the width: the
+                    // K/V stages' shared memory (registers are checked where the traits are made).
+                    const KernelTraits a = kernel_traits(usual), b = kernel_traits(variant);
+                    CHECK(a.tile.block_n == 160);
+                    CHECK(b.tile.block_n == 128);
+                    CHECK(b.tile.block_m == a.tile.block_m);
+                    CHECK(b.tile.num_warps == a.tile.num_warps);
+                    const int k_and_v_bytes =
+                        2 * 2 * 128 * 2;  // two stages of K and V, 128 elements of 2 bytes, per key
+                    CHECK(a.dynamic_smem_bytes - b.dynamic_smem_bytes == (160 - 128) * k_and_v_bytes);
+                    KernelTraits same = b;
+                    same.tile = a.tile;
+                    same.dynamic_smem_bytes = a.dynamic_smem_bytes;
+                    CHECK(same == a);
+                    CHECK(transposes_v(variant) == transposes_v(usual));
+                    // The sources differ in the name, TSATTN_SHORT_KEYS and TSATTN_BLOCK_N only.
+                    std::string with = generate_source(variant).text, without = generate_source(usual).text;
+                    CHECK(with.find("#define TSATTN_SHORT_KEYS 1\n") != std::string::npos);
+                    CHECK(without.find("#define TSATTN_SHORT_KEYS 0\n") != std::string::npos);
+                    CHECK(with.find("#define TSATTN_BLOCK_N 128\n") != std::string::npos);
+                    CHECK(without.find("#define TSATTN_BLOCK_N 160\n") != std::string::npos);
+                    for (std::string* text : {&with, &without}) {
+                      const KernelSpec& own = text == &with ? variant : usual;
+                      for (const std::string& part : {canonical_name(own), kernel_symbol(own)})
+                        text->replace(text->find(part), part.size(), "NAME");
+                      for (const char* define : {"#define TSATTN_SHORT_KEYS ", "#define TSATTN_BLOCK_N "}) {
+                        const size_t at = text->find(define);
+                        text->replace(at, text->find('\n', at) - at, "DEFINE");
+                      }
+                    }
+                    CHECK(with == without);
+                  }
+    CHECK(variants == kShortKeysVariants);
+    // Every other kind keeps its one width; the portable family has no variant at all.
+    size_t listed = 0;
+    for (const KernelSpec& spec : all_specs(KernelFamily::sm90a, Arch::sm_90a)) listed += spec.short_keys ? 1 : 0;
+    CHECK(listed == kShortKeysVariants);
+    for (const KernelSpec& spec : every_spec()) CHECK((spec.short_keys ? has_short_keys_variant(spec) : true));
+    KernelSpec sm80{KernelFamily::sm80,    Arch::sm_90a,          MaskVariant::dense, 128,
+                    TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_BFLOAT16, Layout::fixed};
+    CHECK(generate_source(sm80).text.find("#define TSATTN_SHORT_KEYS 0\n") != std::string::npos);
+    sm80.short_keys = true;
+    CHECK_FALSE(is_supported(sm80));
+    KernelSpec named{KernelFamily::sm90a,
+                     Arch::sm_90a,
+                     MaskVariant::dense,
+                     128,
+                     TSATTN_DTYPE_BFLOAT16,
+                     TSATTN_DTYPE_BFLOAT16,
+                     Layout::packed,
+                     true,
+                     true};
+    CHECK(canonical_name(named) == "prefill.sm90a.sm_90a.d128.bf16_bf16.dense.packed.short_keys.lse");
+    CHECK(kernel_symbol(named) == "prefill_sm90a_sm_90a_d128_bf16_bf16_dense_packed_short_keys_lse");
   }
 
   TEST_CASE("the sm90a rows: sm_90a only, every dtype pair, 128-row tiles of 12 warps") {
@@ -137,7 +231,7 @@ TEST_SUITE("codegen/specs") {
     spec.mask = MaskVariant::causal_window;  // windows keep 64
     CHECK(tile_config(spec).block_n == 64);
     spec.mask = MaskVariant::dense;
-    CHECK(all_specs(KernelFamily::sm90a, Arch::sm_90a).size() == 288);
+    CHECK(all_specs(KernelFamily::sm90a, Arch::sm_90a).size() == kSm90aSpecs);
     spec.family = KernelFamily::sm80;  // the portable family never transposes
     spec.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;
     CHECK_FALSE(transposes_v(spec));
@@ -246,8 +340,9 @@ TEST_SUITE("codegen/specs") {
     const std::vector<Arch> hopper{Arch::sm_90a};
     // Hopper: every sm80 and sm90a kernel; other archs: the sm80 kernels only.
     // Each with and without lse: an axis left out means both.
-    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/all.json", hopper).size() == 288 + 288);
-    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", hopper).size() == 288 + 288);
+    // The Hopper family's short-key variants too: an axis left out means every value.
+    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/all.json", hopper).size() == 288 + kSm90aSpecs);
+    CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", hopper).size() == 288 + kSm90aSpecs);
     CHECK(load_manifest(TSATTN_SOURCE_DIR "/cache/manifests/default.json", {Arch::sm_80}).size() == 288);
     const nlohmann::json narrow = {{"schema", 1},
                                    {"kernels",
@@ -300,14 +395,46 @@ TEST_SUITE("codegen/specs") {
     bad = narrow;
     bad["kernels"][0]["exclude"] = {{{"lse", 1}}};
     CHECK(error_of(bad) == "m.json.kernels[0].exclude[0].lse: 1 is not a boolean");
+    // The portable family has no short-key variants: only false.
+    bad = narrow;
+    bad["kernels"][0]["short_keys"] = true;
+    CHECK(error_of(bad) == "m.json.kernels[0].short_keys: true is not supported (supported: false)");
+    bad = narrow;
+    bad["kernels"][0]["exclude"] = {{{"short_keys", "no"}}};
+    CHECK(error_of(bad) == "m.json.kernels[0].exclude[0].short_keys: \"no\" is not a boolean");
     CHECK_THROWS_WITH_AS(parse_arch_list("sm_90a,sm_75"), doctest::Contains("sm_75"), Error);
     // The sm90a family takes every dtype, and expands for sm_90a only.
     const nlohmann::json hopper_fp8 = {{"schema", 1}, {"kernels", {{{"family", "sm90a"}, {"input_dtype", "e4m3"}}}}};
     // 2 head dims x 3 outputs x 4 masks x 2 layouts x with and without lse
     CHECK(expand_manifest(hopper_fp8, hopper, "m.json").size() == 96);
-    const nlohmann::json hopper_family = {{"schema", 1}, {"kernels", {{{"family", "sm90a"}, {"head_dim", 128}}}}};
-    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 144);
+    // ... and has no short-key variants: "short_keys": true builds nothing for it.
+    nlohmann::json fp8_short = hopper_fp8;
+    fp8_short["kernels"][0]["short_keys"] = true;
+    CHECK(expand_manifest(fp8_short, hopper, "m.json").empty());
+    nlohmann::json hopper_family = {{"schema", 1}, {"kernels", {{{"family", "sm90a"}, {"head_dim", 128}}}}};
+    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 144 + kShortKeysVariants);
     CHECK(expand_manifest(hopper_family, {Arch::sm_80, Arch::sm_100}, "m.json").empty());
+    // The short_keys axis: a boolean or a list, both when left out, and in excludes.
+    hopper_family["kernels"][0]["mask"] = "dense";
+    hopper_family["kernels"][0]["input_dtype"] = {"f16", "bf16"};
+    hopper_family["kernels"][0]["output_dtype"] = "bf16";
+    hopper_family["kernels"][0]["lse"] = false;
+    const std::vector<KernelSpec> dense = expand_manifest(hopper_family, hopper, "m.json");
+    REQUIRE(dense.size() == 2 * 2 * 2);  // 2 inputs x 2 layouts x both widths
+    CHECK_FALSE(dense[0].short_keys);    // each kernel, then its short-key variant
+    CHECK(dense[1].short_keys);
+    CHECK(canonical_name(dense[1]) == "prefill.sm90a.sm_90a.d128.f16_bf16.dense.fixed.short_keys");
+    hopper_family["kernels"][0]["short_keys"] = true;
+    for (const KernelSpec& spec : expand_manifest(hopper_family, hopper, "m.json")) CHECK(spec.short_keys);
+    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 4);
+    hopper_family["kernels"][0]["short_keys"] = {false};
+    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 4);
+    hopper_family["kernels"][0].erase("short_keys");
+    hopper_family["kernels"][0]["exclude"] = {{{"short_keys", true}, {"layout", "packed"}}};
+    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 8 - 2);
+    hopper_family["kernels"][0]["short_keys"] = {true, "yes"};
+    CHECK(error_of(hopper_family) ==
+          "m.json.kernels[0].short_keys[1]: \"yes\" is not supported (supported: false, true)");
   }
 
   TEST_CASE("NVRTC compiles every spec in the table: no spills, no serialization notes, every module global") {

@@ -280,7 +280,7 @@ TEST_SUITE("gpu/attention") {
           "launching " + last_kernel() + (axis.empty() ? ": one CTA per" : " in CTA pairs along " + axis + ":");
       CHECK(launches.back().rfind(expected, 0) == 0);
     };
-    AttentionCase c;  // group 2, odd lengths, dense D128 (the 160-key tile)
+    AttentionCase c;  // group 2, odd lengths, dense D128 (127 keys: the 128-key short_keys variant)
     c.q_lens = {129};
     c.kv_lens = {127};
     c.num_qo_heads = 6;
@@ -289,7 +289,7 @@ TEST_SUITE("gpu/attention") {
     c.num_qo_heads = 3;  // group 1 (MHA): 2 query tiles, one pair
     run(c, "query tiles");
     c.num_qo_heads = 9;  // group 3
-    c.q_lens = {300};    // 3 query tiles: the second pair's second tile lies past q_len
+    c.q_lens = {300};    // 3 query tiles: the second pair's second tile lies past q_len; 160-key tiles
     c.kv_lens = {300};
     run(c, "query tiles");
     // Causal MHA, B3, D256 fp16: the first tile of a pair walks one key tile it masks entirely.
@@ -359,6 +359,91 @@ TEST_SUITE("gpu/attention") {
     chunks.input_dtype = TSATTN_DTYPE_FLOAT8_E4M3FN;
     run(chunks, "");
     CHECK(log.lines_with_prefix("launching prefill.").back().ends_with(", 1 tiles per chunk, static order"));
+    MESSAGE(summary.text());
+  }
+
+  TEST_CASE("Hopper: short keys: the 128-key variant of 16-bit D128 dense kernels, forced and by the auto rule") {
+    TSATTN_REQUIRE_GPU();
+    if (!hopper_family_selected()) return;
+    std::mt19937_64 rng(test_seed());
+    ErrorSummary summary;
+    CapturedLog log;
+    testing::ScopedEnv env;
+    const auto name = [](tsattn_dtype in, tsattn_dtype out, const char* layout, bool short_keys) {
+      return fmt::format("prefill.sm90a.sm_90a.d128.{}_{}.dense.{}{}", ErrorSummary::dtype_short(in),
+                         ErrorSummary::dtype_short(out), layout, short_keys ? ".short_keys" : "");
+    };
+    // TSATTN_SHORT_KEYS=on: the variant at every size, on fresh inputs with out poisoned (check_case).
+    env.set("TSATTN_SHORT_KEYS", "on");
+    for (tsattn_dtype input : {TSATTN_DTYPE_FLOAT16, TSATTN_DTYPE_BFLOAT16}) {
+      AttentionCase c;
+      c.input_dtype = c.output_dtype = input;
+      c.num_qo_heads = 8;
+      c.num_kv_heads = 2;
+      // Fixed: 1, 127, 129, 256 and 512 keys (one key tile partly filled, one or two crossed, whole
+      // tiles), with as many or fewer queries.
+      for (int32_t s : {1, 127, 129, 256, 512})
+        for (int32_t q : {s, std::max(1, s / 3)}) {
+          c.q_lens = {q, q};
+          c.kv_lens = {s, s};
+          check_case(c, rng, summary);
+          CHECK(last_kernel() == name(input, input, "fixed", true));
+        }
+      // Packed, ragged, with an empty request, host and GPU indptrs; a NaN V request whose
+      // neighbours' tiles cross into it.
+      AttentionCase packed = c;
+      packed.packed = true;
+      packed.q_lens = {1, 127, 0, 129, 256, 300};
+      packed.kv_lens = {1, 127, 40, 129, 512, 300};
+      for (bool device_indptr : {false, true}) {
+        packed.device_indptr = device_indptr;
+        check_case(packed, rng, summary);
+        CHECK(last_kernel() == name(input, input, "packed", true));
+      }
+      packed.device_indptr = false;
+      packed.nan_v_request = 3;
+      check_case(packed, rng, summary);
+      // Other outputs of 16-bit inputs: the other 16-bit dtype (staged O), e4m3 (stores from registers).
+      for (tsattn_dtype output :
+           {input == TSATTN_DTYPE_FLOAT16 ? TSATTN_DTYPE_BFLOAT16 : TSATTN_DTYPE_FLOAT16, TSATTN_DTYPE_FLOAT8_E4M3FN}) {
+        c.output_dtype = output;
+        c.q_lens = {200, 200, 200};
+        c.kv_lens = {333, 333, 333};
+        check_case(c, rng, summary);
+        CHECK(last_kernel() == name(input, output, "fixed", true));
+      }
+    }
+    // Kinds without a variant keep their one kernel, forced or not.
+    AttentionCase causal;
+    causal.mask = TSATTN_MASK_CAUSAL;
+    causal.kv_lens = causal.q_lens = {512};
+    check_case(causal, rng, summary);
+    CHECK(last_kernel() == "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed");
+    // TSATTN_SHORT_KEYS=off: the 160-key kernel even where the rule would take the variant.
+    AttentionCase dense;
+    dense.q_lens = dense.kv_lens = {512, 512};
+    env.set("TSATTN_SHORT_KEYS", "off");
+    check_case(dense, rng, summary);
+    CHECK(last_kernel() == name(TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_BFLOAT16, "fixed", false));
+    // auto (unset): the padded-key rule (plan/short_keys.hpp). 512 keys: the variant; 8192: 160-key
+    // tiles; packed with host indptrs by every request's keys; GPU indptrs: no lengths, 160.
+    env.set("TSATTN_SHORT_KEYS", nullptr);
+    check_case(dense, rng, summary);
+    CHECK(last_kernel() == name(TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_BFLOAT16, "fixed", true));
+    dense.q_lens = {64};
+    dense.kv_lens = {8192};
+    check_case(dense, rng, summary);
+    CHECK(last_kernel() == name(TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_BFLOAT16, "fixed", false));
+    AttentionCase ragged;
+    ragged.packed = true;
+    ragged.q_lens = {100, 0, 256};
+    ragged.kv_lens = {500, 7, 512};
+    check_case(ragged, rng, summary);
+    CHECK(last_kernel() == name(TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_BFLOAT16, "packed", true));
+    ragged.device_indptr = true;
+    check_case(ragged, rng, summary);
+    CHECK(last_kernel() == name(TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_BFLOAT16, "packed", false));
+    CHECK(log.levels_of_prefix("sm90a path not usable").empty());
     MESSAGE(summary.text());
   }
 

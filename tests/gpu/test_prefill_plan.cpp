@@ -15,6 +15,7 @@
 
 #include "common/knobs.hpp"
 #include "gpu/plan_case.hpp"
+#include "jit/driver/device_context.hpp"
 #include "jit/driver/driver_api.hpp"
 #include "support/scoped_env.hpp"
 
@@ -129,6 +130,57 @@ TEST_SUITE("gpu/prefill_plan") {
       packed.packed = true;
       const BatchPrefillTSWrapper packed_wrapper(packed.options());
       check_run(packed_wrapper, packed, {{1000, 2048}, {1500, 2048}}, true, rng, nullptr);
+    }
+  }
+
+  TEST_CASE("short keys: a run takes the one-shot call's key width, by its own lengths") {
+    // A dense bf16 D128 plan holds both widths (kernel_choice.hpp, has_short_keys_variant): each
+    // run takes the 128-key variant exactly where the one-shot call does (plan/short_keys.hpp), so
+    // check_run's bytes and names agree run by run, whatever the capacities say.
+    TSATTN_REQUIRE_GPU();
+    if (driver::device_info(0).cc_major != 9 || knob_string(Knob::kernel_family) != "auto") {
+      MESSAGE("skipped: needs a compute capability 9.x device 0 and no TSATTN_KERNEL_FAMILY");
+      return;
+    }
+    std::mt19937_64 rng(test_seed());
+    Stream stream;
+    testing::ScopedEnv env;
+    env.set("TSATTN_SHORT_KEYS", nullptr);
+    for (tsattn_dtype dtype : {TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_FLOAT16}) {
+      PlanCase c{.batch_size = 4, .max_q = 512, .max_kv = 8192, .input = dtype, .output = dtype};
+      const BatchPrefillTSWrapper wrapper(c.options());
+      struct Run {
+        Lengths lengths;
+        bool short_keys;
+      };
+      for (const Run& r : {Run{{{512, 512}, {512, 512}}, true}, Run{{{64}, {8192}}, false},
+                           Run{{{127, 127, 127}, {129, 129, 129}}, false}, Run{{{1}, {1}}, true},
+                           Run{{{256, 256, 256, 256}, {256, 256, 256, 256}}, true}}) {
+        check_run(wrapper, c, r.lengths, false, rng, stream.get());
+        CHECK(last_kernel_name().ends_with(".short_keys") == r.short_keys);
+      }
+      PlanCase packed = c;
+      packed.packed = true;
+      const BatchPrefillTSWrapper packed_wrapper(packed.options());
+      // Host indptrs: every request's keys (an empty one among them); GPU indptrs: the 160-key kernel.
+      for (const Run& r : {Run{{{100, 0, 256}, {500, 7, 512}}, true}, Run{{{64, 64}, {8192, 512}}, false},
+                           Run{{{1, 127, 0, 129}, {1, 127, 0, 129}}, true}}) {
+        check_run(packed_wrapper, packed, r.lengths, false, rng, stream.get());
+        CHECK(last_kernel_name().ends_with(".short_keys") == r.short_keys);
+        check_run(packed_wrapper, packed, r.lengths, true, rng, stream.get());
+        CHECK_FALSE(last_kernel_name().ends_with(".short_keys"));
+      }
+    }
+    // Forced when the plan is made (and at every one-shot call): one width for every run.
+    for (const char* forced : {"on", "off"}) {
+      CAPTURE(forced);
+      env.set("TSATTN_SHORT_KEYS", forced);
+      const PlanCase c{.batch_size = 2, .max_q = 256, .max_kv = 4096};
+      const BatchPrefillTSWrapper wrapper(c.options());
+      for (const Lengths& l : {Lengths{{256, 256}, {512, 512}}, Lengths{{100}, {4096}}}) {
+        check_run(wrapper, c, l, false, rng, stream.get());
+        CHECK(last_kernel_name().ends_with(".short_keys") == (std::string(forced) == "on"));
+      }
     }
   }
 

@@ -25,7 +25,8 @@ F16, BF16 = torch.float16, torch.bfloat16
 # (id, B, Sq, Sk, Hq, Hkv, D, dtype, out dtype). The slot counts are for an H200 (66 CTA pairs):
 # each case has more slots than walkers and a last round that is not full, so "on" splits it.
 CASES = [
-    ("d128_gqa4_pairs_along_heads", 1, 1152, 1152, 32, 8, 128, BF16, BF16),  # 144 slots, 8 key tiles each
+    # 144 slots of 9 key tiles (1152 keys take the 128-key short_keys variant)
+    ("d128_gqa4_pairs_along_heads", 1, 1152, 1152, 32, 8, 128, BF16, BF16),
     ("d128_mha_pairs_along_tiles", 1, 1000, 1000, 32, 32, 128, F16, F16),  # 128 slots: all in the tail
     ("d128_odd_group_batch2", 2, 700, 700, 24, 8, 128, BF16, F16),  # group 3: along tiles
     ("d256_never_splits", 1, 1100, 1100, 16, 8, 256, BF16, BF16),  # D256 kernels ignore the knob
@@ -131,6 +132,6 @@ def test_which_calls_split():
     assert _split_calls("on") == [True, True, False, False]
     assert _split_calls("off") == [False, False, False, False]
     if torch.cuda.get_device_properties(0).multi_processor_count == 132:
-        # 66 CTA pairs: S1152 has 144 slots of 8 key tiles (2.2 rounds in 3: split), S2K 256 of 13
-        # (3.9 rounds in 4: the model predicts the split's cost above its gain).
+        # 66 CTA pairs: S1152 has 144 slots of 9 key tiles of 128 (2.2 rounds in 3: split), S2K 256
+        # of 13 tiles of 160 (3.9 rounds in 4: the model predicts the split's cost above its gain).
         assert _split_calls("auto") == [True, False, False, False]

@@ -72,13 +72,24 @@ TEST_SUITE("tools/manifests") {
         const auto specs = load_manifest(file.path().string(), {arch});
         CHECK_FALSE(specs.empty());
         for (const KernelSpec& spec : specs) CHECK(is_supported(spec));
-        // Every sm90a kernel has its sm80 twin for the same arch: what a Hopper call falls back to.
+        // Every sm90a kernel has its sm80 twin for the same arch: what a Hopper call falls back to
+        // (the portable family has one key width).
         for (const KernelSpec& spec : specs) {
           if (spec.family != KernelFamily::sm90a) continue;
           KernelSpec twin = spec;
           twin.family = KernelFamily::sm80;
+          twin.short_keys = false;
           CAPTURE(canonical_name(spec));
           CHECK(std::find(specs.begin(), specs.end(), twin) != specs.end());
+        }
+        // Every kernel with a short-key variant has it (and the other way round): calls take either
+        // by their lengths, and a plan loads both.
+        for (const KernelSpec& spec : specs) {
+          if (!has_short_keys_variant(spec)) continue;
+          KernelSpec other = spec;
+          other.short_keys = !spec.short_keys;
+          CAPTURE(canonical_name(spec));
+          CHECK(std::find(specs.begin(), specs.end(), other) != specs.end());
         }
         // Every kernel has its lse twin (and the other way round): a call or a plan's run that asks
         // for lse finds its kernel precompiled too, and a plan loads both.

@@ -51,10 +51,10 @@ for step in "${steps[@]}"; do
       run_step paged-sm80 paged_sm80.log env TSATTN_KERNEL_FAMILY=sm80 timeout 300 build/tsattn_tests -ts='gpu/paged' ;;
     sanitizer)
       # A representative subset under memcheck and racecheck (the full matrix is too slow there).
-      run_step memcheck memcheck.log timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        build/tsattn_tests -ts='gpu/attention' -tc='strided*,a side stream*,packed layout with indptrs on the GPU*,malformed*,Hopper: fp8*,Hopper: CTA pairs*'
-      run_step racecheck racecheck.log timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 \
-        build/tsattn_tests -ts='gpu/attention' -tc='strided*,Hopper: fp8*,Hopper: CTA pairs*'
+      run_step memcheck memcheck.log timeout 260 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/tsattn_tests -ts='gpu/attention' -tc='strided*,a side stream*,packed layout with indptrs on the GPU*,malformed*,Hopper: fp8*,Hopper: CTA pairs*,Hopper: short keys*'
+      run_step racecheck racecheck.log timeout 210 compute-sanitizer --tool racecheck --error-exitcode 9 \
+        build/tsattn_tests -ts='gpu/attention' -tc='strided*,Hopper: fp8*,Hopper: CTA pairs*,Hopper: short keys*'
       run_step memcheck-merge memcheck_merge.log timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
         build/tsattn_tests -ts='gpu/merge'
       # Plans: runs within and beyond their capacities, the device-planned lists of packed runs.
