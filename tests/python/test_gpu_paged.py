@@ -304,11 +304,14 @@ def test_host_tables_are_checked_before_anything_runs():
     cache = _cache([(3, 40), (2, 20)], rng, page_size=16, tables="cpu")
     q = _q(cache, 4, 128, BF16)
     out = poisoned(q.shape, BF16)
-    cache.paged_kv_indices[cache.paged_kv_indptr[1]] = cache.k_cache.shape[0]
+    first = int(cache.paged_kv_indptr[1])
+    valid_page = int(cache.paged_kv_indices[first])
+    cache.paged_kv_indices[first] = cache.k_cache.shape[0]
     with pytest.raises(ValueError, match=r"is out of range \[0, num_pages=\d+\) \(page 0 of request 1\)"):
         tsattn.batch_prefill_with_paged_kv_cache(q, *cache.arguments(), page_size=16, out=out)
     torch.cuda.synchronize()
     assert torch.isnan(out.float()).all(), "a rejected call wrote out"
+    cache.paged_kv_indices[first] = valid_page  # the checks below each meet one bad argument
     with pytest.raises(TypeError, match="paged_kv_indptr has dtype int64; expected int32"):
         args = list(cache.arguments())
         args[3] = args[3].long()
