@@ -66,6 +66,38 @@ def _check_run_flags(return_lse, validate) -> None:
         raise TypeError(f"validate must be a bool (got {type(validate).__name__}: {validate!r})")
 
 
+def _plan_options(options, settings: dict):
+    """Checks the settings both wrappers' plan() share (device, capacities, heads, dtypes, mask and
+    scales; ``settings``: plan()'s arguments by their names, its ``locals()``) and writes them into
+    ``options`` (a plan options struct its ``_init`` filled); returns the device index and the checked
+    scalars."""
+    index = _device_index(settings["device"])
+    capacities = [_check_int(settings[name], name, 64) for name in ("batch_size", "max_seq_len_q", "max_kv_len")]
+    heads = [_check_int(settings[name], name, 32) for name in ("num_qo_heads", "num_kv_heads", "head_dim")]
+    q_code = attention_dtype_code(settings["q_dtype"], "q_dtype")
+    kv_code = attention_dtype_code(settings["kv_dtype"], "kv_dtype")
+    s = check_scalars(
+        settings["mask_type"],
+        settings["window_left"],
+        settings["sm_scale"],
+        settings["output_scale"],
+        settings["out_dtype"],
+    )
+    options.struct_size = ctypes.sizeof(type(options))
+    options.device_id = index
+    options.batch_size, options.max_seq_len_q, options.max_kv_len = capacities
+    options.num_qo_heads, options.num_kv_heads, options.head_dim = heads
+    options.q_dtype = q_code
+    options.kv_dtype = kv_code
+    options.out_dtype = s.out_dtype_code
+    options.mask_type = MASK_CODES[s.mask_type]
+    options.window_left = s.window_left
+    options.has_sm_scale = 0 if s.sm_scale is None else 1
+    options.sm_scale = 0.0 if s.sm_scale is None else s.sm_scale
+    options.output_scale = s.output_scale
+    return index, s
+
+
 class BatchPrefillTSWrapper:
     """Plan once, run every layer: ``plan()`` fixes everything that does not depend on tensor
     values and capacities (batch size, per-request lengths) and owns the workspace; ``run()`` then
@@ -101,41 +133,13 @@ class BatchPrefillTSWrapper:
         """Checks the settings, chooses and loads the kernel (compiling it on first use) and
         allocates the workspace on ``device``. Replaces a previous plan; if it fails, the wrapper
         holds no plan."""
-        index = _device_index(device)
-        capacities = [
-            _check_int(value, name, 64)
-            for value, name in (
-                (batch_size, "batch_size"),
-                (max_seq_len_q, "max_seq_len_q"),
-                (max_kv_len, "max_kv_len"),
-            )
-        ]
-        heads = [
-            _check_int(value, name, 32)
-            for value, name in ((num_qo_heads, "num_qo_heads"), (num_kv_heads, "num_kv_heads"), (head_dim, "head_dim"))
-        ]
-        q_code = attention_dtype_code(q_dtype, "q_dtype")
-        kv_code = attention_dtype_code(kv_dtype, "kv_dtype")
         if not isinstance(packed, bool):
             raise TypeError(f"packed must be a bool (got {type(packed).__name__}: {packed!r})")
-        s = check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype)
-
         lib = _library.library()
         options = _library.PlanOptions()
         lib.tsattn_prefill_plan_options_init(ctypes.byref(options))
-        options.struct_size = ctypes.sizeof(_library.PlanOptions)
-        options.device_id = index
+        index, s = _plan_options(options, locals())
         options.layout = 1 if packed else 0
-        options.batch_size, options.max_seq_len_q, options.max_kv_len = capacities
-        options.num_qo_heads, options.num_kv_heads, options.head_dim = heads
-        options.q_dtype = q_code
-        options.kv_dtype = kv_code
-        options.out_dtype = s.out_dtype_code
-        options.mask_type = MASK_CODES[s.mask_type]
-        options.window_left = s.window_left
-        options.has_sm_scale = 0 if s.sm_scale is None else 1
-        options.sm_scale = 0.0 if s.sm_scale is None else s.sm_scale
-        options.output_scale = s.output_scale
 
         self._release()
         handle = ctypes.c_void_p()
@@ -249,41 +253,13 @@ class BatchPrefillPagedTSWrapper:
         """Checks the settings, chooses and loads the kernels (compiling them on first use) and
         allocates the workspace on ``device``: batch_size * max_kv_len keys of K and of V besides the
         attention's. Replaces a previous plan; if it fails, the wrapper holds no plan."""
-        index = _device_index(device)
-        capacities = [
-            _check_int(value, name, 64)
-            for value, name in (
-                (batch_size, "batch_size"),
-                (max_seq_len_q, "max_seq_len_q"),
-                (max_kv_len, "max_kv_len"),
-            )
-        ]
-        heads = [
-            _check_int(value, name, 32)
-            for value, name in ((num_qo_heads, "num_qo_heads"), (num_kv_heads, "num_kv_heads"), (head_dim, "head_dim"))
-        ]
-        q_code = attention_dtype_code(q_dtype, "q_dtype")
-        kv_code = attention_dtype_code(kv_dtype, "kv_dtype")
         page = check_page_size(page_size)
         layout = kv_layout_code(kv_layout)
-        s = check_scalars(mask_type, window_left, sm_scale, output_scale, out_dtype)
-        check_paged_mask(s.mask_type)
-
         lib = _library.library()
         options = _library.PagedPlanOptions()
         _library.function("tsattn_paged_prefill_plan_options_init")(ctypes.byref(options))
-        options.struct_size = ctypes.sizeof(_library.PagedPlanOptions)
-        options.device_id = index
-        options.batch_size, options.max_seq_len_q, options.max_kv_len = capacities
-        options.num_qo_heads, options.num_kv_heads, options.head_dim = heads
-        options.q_dtype = q_code
-        options.kv_dtype = kv_code
-        options.out_dtype = s.out_dtype_code
-        options.mask_type = MASK_CODES[s.mask_type]
-        options.window_left = s.window_left
-        options.has_sm_scale = 0 if s.sm_scale is None else 1
-        options.sm_scale = 0.0 if s.sm_scale is None else s.sm_scale
-        options.output_scale = s.output_scale
+        index, s = _plan_options(options, locals())
+        check_paged_mask(s.mask_type)
         options.page_size = page
         options.kv_layout = layout
 
