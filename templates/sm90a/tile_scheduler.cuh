@@ -155,8 +155,8 @@ __device__ __forceinline__ int batch_coord(const WorkItem& item) { return TSATTN
 //                  issued every load of its current item). The scheduler claims entry k only after
 //                  the k-th request: claimed earlier, a slot would wait behind the CTA's current
 //                  item while another CTA went idle. The static walk does not wait for requests.
-// A reader's lane 0 arrives after a shuffle of the value its warp loaded, so every load of the
-// entry has completed before the scheduler may rewrite it. Slots, and the index arithmetic of the
+// A reader's lane 0 loads the entry, shuffles it to its warp and arrives, so its load is ordered
+// before the scheduler may rewrite the entry. Slots, and the index arithmetic of the
 // readers' decode (work_item's kNarrow, which keeps the 24-register producer free of spills), are
 // 32-bit: the host launches these kernels only for lists of fewer than 2^31 items
 // (api/execute.cpp).
@@ -255,9 +255,12 @@ __device__ __forceinline__ u32 read_slot(u32 smem, u32 bars, u32 k, u32& tiles) 
   const u32 r = k % kSlotRing, parity = (k / kSlotRing) & 1;
   wait_phase(bars + 8 * (kSlotFull + r), parity);
   const u32 entry = smem + kSlotRingOffset + kSlotEntryBytes * r;
-  const u32 slot = __shfl_sync(0xffffffffu, ld_shared_u32(entry), 0);
-  if constexpr (kSplitTail) tiles = __shfl_sync(0xffffffffu, ld_shared_u32(entry + 4), 0);
-  if (threadIdx.x % 32 == 0) {
+  // Lane 0 alone reads the entry, so its own arrival below orders the read before the scheduler's
+  // next write (a shuffle does not order other lanes' reads before it in the memory model).
+  const bool reader = threadIdx.x % 32 == 0;
+  const u32 slot = __shfl_sync(0xffffffffu, reader ? ld_shared_u32(entry) : 0u, 0);
+  if constexpr (kSplitTail) tiles = __shfl_sync(0xffffffffu, reader ? ld_shared_u32(entry + 4) : 0u, 0);
+  if (reader) {
     // In a pair both ranks take one path (rank 0 arrives through its own cluster address): the
     // producer has no registers for two.
     if constexpr (kCtas == 1)
