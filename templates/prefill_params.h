@@ -8,7 +8,7 @@
 #ifndef TSATTN_PREFILL_PARAMS_H
 #define TSATTN_PREFILL_PARAMS_H
 
-#define TSATTN_PARAMS_VERSION 7
+#define TSATTN_PARAMS_VERSION 8
 
 // One query tile: rows q_tile*BLOCK_M .. of request `request` (q_tile*2*BLOCK_M .. when
 // TsattnPrefillParams::pair_tiles is set: a tile pair's entry).
@@ -129,11 +129,33 @@ struct TsattnTmaDescriptor {
   alignas(128) unsigned long long opaque[16];
 };
 
+// Paged kernels (generated with TSATTN_PAGED_KV 1): K and V stay in their page pools, and k and v
+// map a pool as {d, head, slot, page} with box {64, 1, TSATTN_PAGE_BOX_ROWS, 1}. Key j of request b
+// is slot j % page_size of page page_indices[page_indptr[b] + j / page_size] (page_size =
+// 2^page_shift, a multiple of the box rows, so no box crosses a page). Table values may never have
+// been checked (GPU tables): indptr entries and page-table indices are clamped to [0, entries] and
+// page ids to [0, num_pages), so no load leaves the tables or the pools; the keys themselves come
+// from kv_indptr (the page scan's prefix sums).
+#define TSATTN_PAGE_BOX_ROWS 16
+
+struct TsattnPageTable {
+  const int* page_indptr;   // [batch + 1]
+  const int* page_indices;  // [entries]
+  int entries;
+  int num_pages;
+  int page_shift;  // 4, 5, 6 or 7
+};
+
 struct TsattnTensorMaps {
   TsattnTmaDescriptor q;
   TsattnTmaDescriptor k;
   TsattnTmaDescriptor v;
   TsattnTmaDescriptor o;
+  // Declared by the host and by paged kernels only; the others read the maps up to o (the driver
+  // copies a parameter at the size its kernel declares).
+#if !defined(TSATTN_PAGED_KV) || TSATTN_PAGED_KV
+  TsattnPageTable pages;
+#endif
 };
 
 // e4m3 inputs on the sm90a family: 8-bit wgmma reads its B operand only K-major, so O += P V

@@ -48,6 +48,7 @@ void log_fallback(const KernelSpec& wanted, const KernelSpec& used, std::string_
 KernelSpec portable(KernelSpec spec) {
   spec.family = KernelFamily::sm80;
   spec.short_keys = false;  // the portable family has one width
+  spec.paged_kv = false;    // and reads packed K and V only
   return spec;
 }
 
@@ -61,8 +62,28 @@ Arch device_arch(const driver::DeviceInfo& device) {
   return *arch;
 }
 
+bool reads_pages_directly(const driver::DeviceInfo& device, Arch arch, tsattn_dtype input_dtype, int head_dim) {
+  KernelSpec spec;  // the causal kernel: every mask of a paged call has a paged variant or none
+  spec.family = choose_family(device);
+  spec.arch = arch;
+  spec.mask = MaskVariant::causal;
+  spec.head_dim = head_dim;
+  spec.input_dtype = spec.output_dtype = input_dtype;
+  spec.layout = Layout::packed;
+  return has_paged_kv_variant(spec) && knob_string(Knob::paged_kv) != "gather";
+}
+
 KernelChoice choose_spec(const Problem& p, const driver::DeviceInfo& device, Arch arch, bool lse, bool short_keys) {
   KernelChoice choice{spec_for_problem(p, choose_family(device), arch, lse)};
+  if (p.paged) {
+    choice.spec.short_keys = has_short_keys_variant(choice.spec);
+    if (!has_paged_kv_variant(choice.spec))
+      raise(ErrorKind::runtime, "internal error: kernel {} has no paged variant, but the call's keys are in pages",
+            canonical_name(choice.spec));
+    choice.spec.paged_kv = true;
+    choice.tile = tile_config(choice.spec);
+    return choice;
+  }
   if (choice.spec.family != KernelFamily::sm90a) return choice;
   if (!is_supported(choice.spec)) {
     const KernelChoice fallback{portable(choice.spec)};
@@ -83,9 +104,13 @@ KernelChoice choose_kernel(const Problem& p, const driver::DeviceInfo& device, A
   KernelChoice choice = choose_spec(p, device, arch, lse);
   if (choice.spec.family != KernelFamily::sm90a) return choice;
   // TSATTN_SHORT_KEYS is read only where the spec has the variant (calls read knobs each time).
-  if (has_short_keys_variant(choice.spec) && wants_short_keys(p, p.kv_indptr_host, knob_string(Knob::short_keys)))
+  if (!p.paged && has_short_keys_variant(choice.spec) &&
+      wants_short_keys(p, p.kv_indptr_host, knob_string(Knob::short_keys)))
     choice = choose_spec(p, device, arch, lse, true);
   TensorMapsOrReason maps = make_tensor_maps(p, map_shape(choice));
+  if (!maps.ok() && p.paged)
+    raise(ErrorKind::value, "kernel {} cannot read this paged call through TMA: {}", canonical_name(choice.spec),
+          maps.reason);
   if (!maps.ok()) {
     const KernelChoice fallback{portable(choice.spec)};
     log_fallback(choice.spec, fallback.spec, maps.reason);

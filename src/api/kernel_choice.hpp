@@ -32,10 +32,19 @@ Arch device_arch(const driver::DeviceInfo& device);
 
 // The family's spec for p without its maps; an sm90a spec the table lacks becomes the sm80 spec of
 // the same problem (logged). Reads only what changes generated code (mask, head dim, dtypes,
-// layout); `lse` picks the kernel that writes the log-sum-exp output, `short_keys` the variant for
-// short key ranges where the spec has one (has_short_keys_variant; else it is ignored).
+// layout, whether p's keys are in pages: p.paged); `lse` picks the kernel that writes the
+// log-sum-exp output, `short_keys` the variant for short key ranges where the spec has one
+// (has_short_keys_variant; else it is ignored). A paged p takes the paged variant, and for the dense
+// mask its short-key width (the one paged dense kernel); one without a paged variant is an
+// Error(runtime): its caller should have gathered the pages (reads_pages_directly).
 KernelChoice choose_spec(const Problem& p, const driver::DeviceInfo& device, Arch arch, bool lse,
                          bool short_keys = false);
+
+// Whether paged calls of this input dtype and head dim run a paged variant on `device` (its
+// family's table has them, has_paged_kv_variant, and TSATTN_PAGED_KV is not "gather"), which reads
+// the pages itself; otherwise the call gathers the pages into packed K and V and runs the packed
+// kernel over them.
+bool reads_pages_directly(const driver::DeviceInfo& device, Arch arch, tsattn_dtype input_dtype, int head_dim);
 
 // How an sm90a choice reads and writes, for plan_tensor_maps().
 MapShape map_shape(const KernelChoice& choice);
@@ -43,7 +52,7 @@ MapShape map_shape(const KernelChoice& choice);
 // choose_spec for p's call (the lse kernel exactly when p has an lse output; the short-key variant
 // where the spec has one and wants_short_keys (plan/short_keys.hpp) says so for p's lengths and
 // TSATTN_SHORT_KEYS), then for sm90a p's TMA descriptors; a problem that cannot have them runs on
-// sm80.
+// sm80 (a paged p, whose keys no sm80 kernel can read, raises instead).
 KernelChoice choose_kernel(const Problem& p, const driver::DeviceInfo& device, Arch arch);
 
 // The module of choice.spec in `context` (current), loaded (and compiled) on first use. The entry

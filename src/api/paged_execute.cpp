@@ -38,15 +38,19 @@ const char* execute_paged(const PagedArguments& args) {
                                ? kv.lengths.kv_indptr.back()
                                : std::min(kInt32Max, (Checked<int64_t>(kv.device.entries) * args.page_size).value());
   const PagePool& pool = kv.pools.k;
+  // A paged kernel reads the pages itself: the workspace holds the tables, the scan's kv_indptr and
+  // one stand-in row of K and V (GatheredViews), no copy of the keys.
+  const bool direct =
+      reads_pages_directly(scope.device(), device_arch(scope.device()), pool.dtype, static_cast<int>(pool.head_dim));
   const int64_t row_bytes = pool.num_kv_heads * pool.head_dim * dtype_size(pool.dtype);
-  const GatherWorkspace w = gather_workspace({kv.batch, entries, key_rows, row_bytes});
+  const GatherWorkspace w = gather_workspace({kv.batch, entries, direct ? 1 : key_rows, row_bytes});
   const driver::StreamBuffer workspace(w.bytes, stream, kv.device_id);
   const uint64_t base = workspace.get();
 
-  const GatheredViews gathered(kv, w, base, key_rows, args.views.qo_indptr);
+  const GatheredViews gathered(kv, w, base, key_rows, args.views.qo_indptr, !direct);
   const Arguments packed{args.views.q,         gathered.k(), gathered.v(),  gathered.qo_indptr(),
                          gathered.kv_indptr(), args.options, args.views.out};
-  const Problem p = validate_arguments(packed, Residency::cuda);
+  Problem p = validate_arguments(packed, Residency::cuda);
   if (p.batch == 0 || p.q_tokens == 0) return nullptr;  // no query rows: nothing to write
 
   const driver::LoadedFunction& gather = load_gather(scope.context(), device_arch(scope.device()));
@@ -62,7 +66,8 @@ const char* execute_paged(const PagedArguments& args) {
   }
   const TsattnGatherParams params = gather_params(
       kv.pools, tables, {kInt32Max, key_rows, base + w.kv_indptr.offset, base + w.k.offset, base + w.v.offset});
-  queue_gather(gather, params, key_rows, scope.device().multiprocessors, stream);
+  queue_gather(gather, params, direct ? 0 : key_rows, scope.device().multiprocessors, stream);
+  if (direct) p.paged = paged_keys(kv.pools, tables);
   return execute(p, DeviceIndptrs::clamped);
 }
 

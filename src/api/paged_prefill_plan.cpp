@@ -11,14 +11,15 @@
 namespace tsattn {
 
 PagedPrefillPlan::PagedPrefillPlan(const tsattn_paged_prefill_plan_options* options)
-    : options_(check_paged_plan_options(options)), attention_(&options_.attention) {
+    : options_(check_paged_plan_options(options)), attention_(&options_.attention, true) {
   const Capacity& c = attention_.settings().capacity;
   const driver::CurrentContext current(attention_.context());
   gather_ = &load_gather(attention_.context(), device_arch(driver::device_info(attention_.settings().base.device_id)));
   key_rows_ = c.kv_tokens();  // check_plan_options bounded it by 2^31 - 1
   max_entries_ = c.batch * max_pages(c.max_kv_len, options_.page_size);
   const int64_t row_bytes = int64_t{c.num_kv_heads} * c.head_dim * dtype_size(attention_.settings().base.input_dtype);
-  layout_ = gather_workspace({c.batch, max_entries_, key_rows_, row_bytes});
+  // Paged kernels read the pools: no copies of the keys, one stand-in row (GatheredViews).
+  layout_ = gather_workspace({c.batch, max_entries_, attention_.reads_pages() ? 1 : key_rows_, row_bytes});
   workspace_ = driver::DeviceBuffer(layout_.bytes);
   const size_t table_bytes = layout_.indices.offset + layout_.indices.bytes;
   staging_.emplace(table_bytes, kIndptrStagingSlots);
@@ -68,7 +69,8 @@ const char* PagedPrefillPlan::run(const PagedRunArguments& args) {
   check_host_tables_not_captured(kv, stream);
 
   const uint64_t base = workspace_.address();
-  const GatheredViews gathered(kv, layout_, base, key_rows_, args.views.qo_indptr);
+  const bool direct = attention_.reads_pages();
+  const GatheredViews gathered(kv, layout_, base, key_rows_, args.views.qo_indptr, !direct);
   const RunViews views{args.views.q,   gathered.k(), gathered.v(), gathered.qo_indptr(), gathered.kv_indptr(),
                        args.views.out, nullptr,      nullptr,      args.views.lse};
   Problem p = args.validate ? checked_run_problem(settings, views, args.stream)
@@ -83,7 +85,8 @@ const char* PagedPrefillPlan::run(const PagedRunArguments& args) {
       gather_params(kv.pools, tables,
                     {settings.capacity.max_kv_len, key_rows_, base + layout_.kv_indptr.offset, base + layout_.k.offset,
                      base + layout_.v.offset});
-  queue_gather(*gather_, params, key_rows_, attention_.multiprocessors(), stream);
+  queue_gather(*gather_, params, direct ? 0 : key_rows_, attention_.multiprocessors(), stream);
+  if (direct) p.paged = paged_keys(kv.pools, tables);
   return attention_.launch(p, {}, stream);  // lengths stay on the device: the plan's capacities decide
 }
 

@@ -16,20 +16,25 @@
 
 namespace tsattn {
 
-PrefillPlan::PrefillPlan(const tsattn_prefill_plan_options* options) : settings_(check_plan_options(options)) {
+PrefillPlan::PrefillPlan(const tsattn_prefill_plan_options* options, bool paged)
+    : settings_(check_plan_options(options)) {
   const Problem& base = settings_.base;
   const Capacity& capacity = settings_.capacity;
   driver::ContextScope scope(nullptr, base.device_id);
   context_ = scope.context();
   const driver::DeviceInfo& device = scope.device();
   multiprocessors_ = device.multiprocessors;
+  // Only the fact counts for the spec: each run brings its pools and tables.
+  if (paged && reads_pages_directly(device, device_arch(device), base.input_dtype, base.head_dim))
+    settings_.base.paged.emplace();
   // The choices of the one-shot call for the same settings, without and with lse (base holds the
   // largest shape; the spec depends on none of it), and for a spec with a short-key variant the
   // variant's too: which of them a run takes depends on its lse output and its lengths.
   // TSATTN_SHORT_KEYS is read now, as the launch knobs below: =on or =off leaves one width out.
   // Whether TMA can read the tensors is known only per run.
   const Arch arch = device_arch(device);
-  short_keys_variant_ = has_short_keys_variant(choose_spec(base, device, arch, false).spec);
+  // Paged kernels come in one width (choose_spec): a paged plan has no second.
+  short_keys_variant_ = !base.paged && has_short_keys_variant(choose_spec(base, device, arch, false).spec);
   if (short_keys_variant_) short_keys_mode_ = knob_string(Knob::short_keys);
   const bool widths[2] = {!short_keys_variant_ || short_keys_mode_ != "on",
                           short_keys_variant_ && short_keys_mode_ != "off"};

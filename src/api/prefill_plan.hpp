@@ -43,7 +43,10 @@ class PrefillPlan {
  public:
   // Checks the options, loads both kernels (compiling them if needed) and allocates the workspace
   // in the device's current context (the primary one when the thread has none on that device).
-  explicit PrefillPlan(const tsattn_prefill_plan_options* options);
+  // `paged`: the attention of a paged plan, which takes the paged variants where the device's family
+  // has them (reads_pages_directly; reads_pages() then says so, and every run's problem carries
+  // its pools and tables in Problem::paged).
+  explicit PrefillPlan(const tsattn_prefill_plan_options* options, bool paged = false);
   // Frees the workspace and the staging in the plan's context (cuMemFree waits for the device).
   ~PrefillPlan();
   PrefillPlan(const PrefillPlan&) = delete;
@@ -61,6 +64,8 @@ class PrefillPlan {
   const char* launch(Problem& p, std::span<const int32_t> kv_indptr, CUstream stream);
 
   const PlanSettings& settings() const { return settings_; }
+  // Whether the plan's kernels read K and V from page pools (a paged plan on a family with paged variants).
+  bool reads_pages() const { return settings_.base.paged.has_value(); }
   CUcontext context() const { return context_; }
   int multiprocessors() const { return multiprocessors_; }
   // Error(value) when `stream` belongs to another context than the plan's.

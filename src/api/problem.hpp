@@ -6,6 +6,7 @@
 #include <tsattn/tsattn.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace tsattn {
@@ -34,6 +35,19 @@ struct RowIndexTensor {
   int64_t row_stride = 0;
 };
 
+// The keys and values of a paged call whose kernel reads the pages itself (KernelSpec::paged_kv):
+// each pool seen as [page][slot][head][d] (batch_stride: the page stride, token_stride: the slot
+// stride), and the page tables in device memory. A plan's base problem holds only the page size
+// (its pools and tables come with each run).
+struct PagedKeys {
+  TokenTensor k, v;
+  int64_t num_pages = 0;  // >= 1
+  int64_t page_size = 0;
+  const int32_t* page_indptr = nullptr;   // [batch + 1]
+  const int32_t* page_indices = nullptr;  // [entries]
+  int64_t entries = 0;
+};
+
 struct Problem {
   Layout layout = Layout::fixed;
   int64_t batch = 0;
@@ -56,6 +70,10 @@ struct Problem {
 
   float sm_scale = 0.0f;
   float output_scale = 1.0f;
+
+  // Paged calls on a paged kernel: where the keys are. k and v then describe no memory the kernel
+  // reads, and kv_indptr holds the keys' prefix sums as the page scan wrote them.
+  std::optional<PagedKeys> paged;
 
   // Packed layout: the caller's indptrs (device or host pointers).
   const int32_t* qo_indptr = nullptr;

@@ -37,6 +37,7 @@ GeneratedSource generate_source(const KernelSpec& spec) {
       "#define TSATTN_PACKED {packed}\n"
       "#define TSATTN_LSE {lse}\n"
       "#define TSATTN_SHORT_KEYS {short_keys}\n"
+      "#define TSATTN_PAGED_KV {paged_kv}\n"
       "#define TSATTN_BLOCK_M {block_m}\n"
       "#define TSATTN_BLOCK_N {block_n}\n"
       "#define TSATTN_NUM_WARPS {num_warps}\n"
@@ -46,8 +47,8 @@ GeneratedSource generate_source(const KernelSpec& spec) {
       fmt::arg("mask", kernel_mask_code(spec.mask)),
       fmt::arg("window", spec.mask == MaskVariant::causal_window ? 1 : 0),
       fmt::arg("packed", spec.layout == Layout::packed ? 1 : 0), fmt::arg("lse", spec.lse ? 1 : 0),
-      fmt::arg("short_keys", spec.short_keys ? 1 : 0), fmt::arg("block_m", tile.block_m),
-      fmt::arg("block_n", tile.block_n), fmt::arg("num_warps", tile.num_warps),
+      fmt::arg("short_keys", spec.short_keys ? 1 : 0), fmt::arg("paged_kv", spec.paged_kv ? 1 : 0),
+      fmt::arg("block_m", tile.block_m), fmt::arg("block_n", tile.block_n), fmt::arg("num_warps", tile.num_warps),
       fmt::arg("entry", family_entry_header(spec.family)),
       // Packed layouts can plan on the device (indptrs on the GPU, graph capture).
       fmt::arg("planner", spec.layout == Layout::packed ? "#include \"plan/device_plan.cuh\"\n" : ""),

@@ -70,14 +70,15 @@ uint32_t KernelSpec::id() const {
   id = id * 2 + index_of(kLayouts, layout);
   id = id * 2 + (lse ? 1 : 0);
   id = id * 2 + (short_keys ? 1 : 0);
+  id = id * 2 + (paged_kv ? 1 : 0);
   return id;
 }
 
 std::string canonical_name(const KernelSpec& spec) {
-  return fmt::format("prefill.{}.{}.d{}.{}_{}.{}.{}{}{}", family_name(spec.family), arch_name(spec.arch), spec.head_dim,
-                     short_dtype_name(spec.input_dtype), short_dtype_name(spec.output_dtype),
-                     mask_variant_name(spec.mask), layout_name(spec.layout), spec.short_keys ? ".short_keys" : "",
-                     spec.lse ? ".lse" : "");
+  return fmt::format("prefill.{}.{}.d{}.{}_{}.{}.{}{}{}{}", family_name(spec.family), arch_name(spec.arch),
+                     spec.head_dim, short_dtype_name(spec.input_dtype), short_dtype_name(spec.output_dtype),
+                     mask_variant_name(spec.mask), layout_name(spec.layout), spec.paged_kv ? ".paged" : "",
+                     spec.short_keys ? ".short_keys" : "", spec.lse ? ".lse" : "");
 }
 
 std::string kernel_symbol(const KernelSpec& spec) {

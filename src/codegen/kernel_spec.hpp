@@ -43,6 +43,11 @@ struct KernelSpec {
   // D128, dense, 16-bit inputs; has_short_keys_variant() in spec_table.hpp). The padding of a
   // request's last key tile is a large share of a short request's keys (plan/short_keys.hpp).
   bool short_keys = false;
+  // The variant that reads K and V from page pools through the page tables (TsattnPageTable in
+  // prefill_params.h) instead of packed tensors: sm90a, packed layout, 16-bit inputs
+  // (has_paged_kv_variant() in spec_table.hpp). Paged calls run it where it exists; elsewhere they
+  // gather the pages into packed K and V first.
+  bool paged_kv = false;
 
   bool operator==(const KernelSpec&) const = default;
   // A dense number for in-memory tables (no string building on the hot path).
@@ -62,10 +67,10 @@ std::optional<tsattn_dtype> parse_short_dtype(std::string_view text);
 std::optional<Layout> parse_layout(std::string_view text);
 
 // The readable canonical name, e.g. "prefill.sm80.sm_90a.d128.bf16_bf16.causal_win.packed",
-// "...dense.packed.short_keys" for the short-key variant and "...causal_win.packed.lse" for the
-// kernel that writes lse (each suffix only when its axis is true, ".short_keys" before ".lse", so
-// the kernels without them keep their names): used in logs, errors, cache metadata and (with
-// '.' -> '_') as the kernel symbol.
+// "...causal.packed.paged" for the paged variant, "...dense.packed.short_keys" for the short-key
+// variant and "...causal_win.packed.lse" for the kernel that writes lse (each suffix only when its
+// axis is true, in the order ".paged", ".short_keys", ".lse", so the kernels without them keep
+// their names): used in logs, errors, cache metadata and (with '.' -> '_') as the kernel symbol.
 std::string canonical_name(const KernelSpec& spec);
 std::string kernel_symbol(const KernelSpec& spec);
 
@@ -73,8 +78,8 @@ std::string kernel_symbol(const KernelSpec& spec);
 std::optional<Arch> arch_for_compute_capability(int major);
 
 // The spec a validated problem needs from a family on an arch; `lse`: the kernel that writes the
-// log-sum-exp output (a call's choice: whether it passes one). short_keys stays false: the caller
-// sets it where the table has the variant and the lengths want it (api/kernel_choice.cpp).
+// log-sum-exp output (a call's choice: whether it passes one). short_keys and paged_kv stay false:
+// the caller sets them where the table has the variant and the call wants it (api/kernel_choice.cpp).
 KernelSpec spec_for_problem(const Problem& p, KernelFamily family, Arch arch, bool lse);
 
 }  // namespace tsattn

@@ -19,7 +19,7 @@ namespace tsattn {
 namespace {
 
 const std::set<std::string> kEntryKeys{"family", "head_dim", "input_dtype", "output_dtype", "mask",
-                                       "layout", "lse",      "short_keys",  "exclude"};
+                                       "layout", "lse",      "short_keys",  "paged_kv",     "exclude"};
 
 // One axis of an entry: the values given (a scalar or a list), each validated, or the family's.
 template <class T>
@@ -71,9 +71,10 @@ bool matches(const KernelSpec& spec, const nlohmann::json& exclude, const std::s
       if (value.get<int>() != spec.head_dim) return false;
       continue;
     }
-    if (key == "lse" || key == "short_keys") {
+    if (key == "lse" || key == "short_keys" || key == "paged_kv") {
       if (!value.is_boolean()) raise(ErrorKind::value, "{}.{}: {} is not a boolean", path, key, value.dump());
-      if (value.get<bool>() != (key == "lse" ? spec.lse : spec.short_keys)) return false;
+      const bool actual = key == "lse" ? spec.lse : key == "short_keys" ? spec.short_keys : spec.paged_kv;
+      if (value.get<bool>() != actual) return false;
       continue;
     }
     if (!value.is_string()) raise(ErrorKind::value, "{}.{}: {} is not a string", path, key, value.dump());
@@ -92,7 +93,7 @@ bool matches(const KernelSpec& spec, const nlohmann::json& exclude, const std::s
     else
       raise(ErrorKind::value,
             "{}: unknown key \"{}\" (allowed: head_dim, input_dtype, output_dtype, mask, layout, lse, short_keys, "
-            "arch)",
+            "paged_kv, arch)",
             path, key);
     if (text != actual) return false;
   }
@@ -161,6 +162,7 @@ std::vector<KernelSpec> expand_manifest(const nlohmann::json& manifest, const st
     const auto lse_values = read_axis<bool>(entry, path, "lse", axes->lse, parse_boolean, boolean_text);
     const auto short_keys_values =
         read_axis<bool>(entry, path, "short_keys", axes->short_keys, parse_boolean, boolean_text);
+    const auto paged_kv_values = read_axis<bool>(entry, path, "paged_kv", axes->paged_kv, parse_boolean, boolean_text);
     const nlohmann::json excludes = entry.value("exclude", nlohmann::json::array());
     if (!excludes.is_array()) raise(ErrorKind::value, "{}.exclude: must be a list of objects", path);
     for (size_t e = 0; e < excludes.size(); ++e)
@@ -173,16 +175,19 @@ std::vector<KernelSpec> expand_manifest(const nlohmann::json& manifest, const st
           for (tsattn_dtype output : outputs)
             for (MaskVariant mask : masks)
               for (Layout layout : layouts)
-                for (bool short_keys : short_keys_values)
-                  for (bool lse : lse_values) {
-                    const KernelSpec spec{*family, arch, mask, head_dim, input, output, layout, lse, short_keys};
-                    // A spec without a short-key variant has none to build.
-                    if (short_keys && !has_short_keys_variant(spec)) continue;
-                    bool excluded = false;
-                    for (size_t e = 0; e < excludes.size() && !excluded; ++e)
-                      excluded = matches(spec, excludes[e], fmt::format("{}.exclude[{}]", path, e));
-                    if (!excluded && seen.insert(spec.id()).second) specs.push_back(spec);
-                  }
+                for (bool paged_kv : paged_kv_values)
+                  for (bool short_keys : short_keys_values)
+                    for (bool lse : lse_values) {
+                      const KernelSpec spec{*family, arch,   mask, head_dim,   input,
+                                            output,  layout, lse,  short_keys, paged_kv};
+                      // A spec without a short-key or paged variant has none to build.
+                      if (short_keys && !has_short_keys_variant(spec)) continue;
+                      if (paged_kv && !has_paged_kv_variant(spec)) continue;
+                      bool excluded = false;
+                      for (size_t e = 0; e < excludes.size() && !excluded; ++e)
+                        excluded = matches(spec, excludes[e], fmt::format("{}.exclude[{}]", path, e));
+                      if (!excluded && seen.insert(spec.id()).second) specs.push_back(spec);
+                    }
     }
   }
   return specs;

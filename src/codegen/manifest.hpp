@@ -9,8 +9,9 @@
 // the table supports for that family ("lse": both, the kernel for calls without the log-sum-exp
 // output and its twin for calls with it; "short_keys": sm90a both, the usual kernel and its
 // variant for short key ranges, which only some specs have: has_short_keys_variant() in
-// spec_table.hpp; specs without one are not built for true). "exclude" drops the combinations that match all fields
-// of one of its objects. Values are validated against the table of truth (spec_table.hpp), with
+// spec_table.hpp; specs without one are not built for true; "paged_kv" likewise, the kernel that
+// reads packed K and V and its variant that reads page pools: has_paged_kv_variant()). "exclude" drops the combinations
+// that match all fields of one of its objects. Values are validated against the table of truth (spec_table.hpp), with
 // errors that name the JSON path ("kernels[1].head_dim[0]: 96 is not supported (supported: 128, 256)").
 //
 // An optional top-level "merge": ["f16", "bf16", "f32"] lists the v dtypes whose merge modules

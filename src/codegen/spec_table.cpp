@@ -18,6 +18,8 @@ constexpr std::array kHeadDims{128, 256};
 constexpr std::array kBothLse{false, true};
 constexpr std::array kUsualKeysOnly{false};
 constexpr std::array kBothKeyWidths{false, true};
+constexpr std::array kPackedKvOnly{false};
+constexpr std::array kBothKvSources{false, true};
 
 // The portable family runs on every arch tsattn targets: sm_80 cubins serve Ampere and Ada,
 // and Hopper/Blackwell need their own cubins (SASS is not compatible across major versions).
@@ -31,9 +33,9 @@ constexpr std::array kSm90aArchs{Arch::sm_90a};
 
 constexpr std::array<FamilyAxes, 2> kFamilies{{
     {KernelFamily::sm80, kSm80Archs, kHeadDims, kAllDtypes, kAllDtypes, kAllMasks, kAllLayouts, kBothLse,
-     kUsualKeysOnly},
+     kUsualKeysOnly, kPackedKvOnly},
     {KernelFamily::sm90a, kSm90aArchs, kHeadDims, kAllDtypes, kAllDtypes, kAllMasks, kAllLayouts, kBothLse,
-     kBothKeyWidths},
+     kBothKeyWidths, kBothKvSources},
 }};
 
 // sm80 tiles, by head dim and arch; the first row that matches a spec gives its tile (registers
@@ -88,6 +90,16 @@ constexpr bool short_keys_variant_exists(const KernelSpec& spec) {
          spec.input_dtype != TSATTN_DTYPE_FLOAT8_E4M3FN;
 }
 
+// The paged variants (has_paged_kv_variant): sm90a packed D128 kernels of 16-bit inputs and at
+// most 128-key tiles (dense: the short-key variant). Their producer warp looks each box's page up
+// (templates/sm90a/producer.cuh) with the 40 registers such kernels give it; the 24 of 160-key
+// and D256 kernels spilled there. e4m3 V is read as V^T from a transposed copy. Paged calls of
+// every other kind gather the pages first (docs/decisions.md, paged_kv).
+constexpr bool paged_kv_variant_exists(const KernelSpec& spec) {
+  return spec.family == KernelFamily::sm90a && spec.layout == Layout::packed && spec.head_dim == 128 &&
+         spec.input_dtype != TSATTN_DTYPE_FLOAT8_E4M3FN && (spec.mask != MaskVariant::dense || spec.short_keys);
+}
+
 constexpr tsattn_dev::sm90a::SpecAxes sm90a_axes(const KernelSpec& spec) {
   return {spec.head_dim,
           kernel_dtype_code(spec.input_dtype),
@@ -112,6 +124,20 @@ constexpr bool sm90a_traits_ok(const KernelSpec& spec) {
          spec.head_dim % (e4m3 ? 128 : 64) == 0 && t.smem.bytes <= 232448;
 }
 
+// Every paged variant's producer has the 40 registers its page lookups were fitted to.
+constexpr bool paged_variants_have_wide_producers() {
+  for (tsattn_dtype input : kAllDtypes)
+    for (MaskVariant mask : kAllMasks)
+      for (int head_dim : kHeadDims)
+        for (bool short_keys : kBothKeyWidths) {
+          const KernelSpec spec{KernelFamily::sm90a, Arch::sm_90a, mask,       head_dim, input, input,
+                                Layout::packed,      false,        short_keys, true};
+          if (paged_kv_variant_exists(spec) && tsattn_dev::sm90a::traits_for(sm90a_axes(spec)).producer_registers != 40)
+            return false;
+        }
+  return true;
+}
+
 constexpr bool sm90a_traits_are_consistent() {
   for (const FamilyAxes& axes : kFamilies) {
     if (axes.family != KernelFamily::sm90a) continue;
@@ -130,6 +156,7 @@ constexpr bool sm90a_traits_are_consistent() {
   return true;
 }
 static_assert(sm90a_traits_are_consistent(), "every sm90a spec has a tile of whole wgmma fragments that fits");
+static_assert(paged_variants_have_wide_producers(), "paged variants look pages up in a 40-register producer");
 
 // The short-key variant is its kernel with 128-key tiles and the settings that follow from the
 // width alone: every other trait is its usual twin's.
@@ -181,12 +208,18 @@ bool has_short_keys_variant(const KernelSpec& spec) {
   return axes && contains(axes->short_keys, true) && short_keys_variant_exists(spec);
 }
 
+bool has_paged_kv_variant(const KernelSpec& spec) {
+  const FamilyAxes* axes = axes_of(spec.family);
+  return axes && contains(axes->paged_kv, true) && paged_kv_variant_exists(spec);
+}
+
 bool is_supported(const KernelSpec& spec) {
   const FamilyAxes* axes = axes_of(spec.family);
   return axes && contains(axes->archs, spec.arch) && contains(axes->head_dims, spec.head_dim) &&
          contains(axes->input_dtypes, spec.input_dtype) && contains(axes->output_dtypes, spec.output_dtype) &&
          contains(axes->masks, spec.mask) && contains(axes->layouts, spec.layout) && contains(axes->lse, spec.lse) &&
-         contains(axes->short_keys, spec.short_keys) && (!spec.short_keys || has_short_keys_variant(spec));
+         contains(axes->short_keys, spec.short_keys) && (!spec.short_keys || has_short_keys_variant(spec)) &&
+         contains(axes->paged_kv, spec.paged_kv) && (!spec.paged_kv || has_paged_kv_variant(spec));
 }
 
 std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch) {
@@ -198,11 +231,12 @@ std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch) {
       for (tsattn_dtype output : axes->output_dtypes)
         for (MaskVariant mask : axes->masks)
           for (Layout layout : axes->layouts)
-            for (bool short_keys : axes->short_keys)
-              for (bool lse : axes->lse) {
-                const KernelSpec spec{family, arch, mask, head_dim, input, output, layout, lse, short_keys};
-                if (is_supported(spec)) specs.push_back(spec);
-              }
+            for (bool paged_kv : axes->paged_kv)
+              for (bool short_keys : axes->short_keys)
+                for (bool lse : axes->lse) {
+                  const KernelSpec spec{family, arch, mask, head_dim, input, output, layout, lse, short_keys, paged_kv};
+                  if (is_supported(spec)) specs.push_back(spec);
+                }
   return specs;
 }
 

@@ -33,6 +33,9 @@ struct FamilyAxes {
   // Kernels of the usual key tiles and, where has_short_keys_variant() says so, their variants
   // for short key ranges (KernelSpec::short_keys).
   std::span<const bool> short_keys;
+  // Kernels that read packed K and V and, where has_paged_kv_variant() says so, their variants
+  // that read page pools (KernelSpec::paged_kv).
+  std::span<const bool> paged_kv;
 };
 
 // The codes a generated source gives a spec's dtypes and mask (templates/kernel_codes.h).
@@ -62,12 +65,19 @@ std::span<const FamilyAxes> kernel_families();
 // (sm90a/kernel_traits.h, block_n_for). Every other kind keeps one width.
 bool has_short_keys_variant(const KernelSpec& spec);
 
+// Whether a spec (its paged_kv axis aside) has a variant that reads K and V from page pools: the
+// sm90a family, the packed layout, D128, 16-bit inputs and at most 128-key tiles (dense kernels:
+// their short-key variant). Paged calls of any mask on such a spec's family, layout, head dim and
+// input dtype therefore read pages (reads_pages_directly, api/kernel_choice.hpp); all others gather
+// them first.
+bool has_paged_kv_variant(const KernelSpec& spec);
+
 // Whether the table has this spec (every axis value listed for its family; short_keys only where
-// has_short_keys_variant).
+// has_short_keys_variant, paged_kv only where has_paged_kv_variant).
 bool is_supported(const KernelSpec& spec);
 
-// Every spec of a family for one arch (the Cartesian product of its axes, less the short-key
-// variants of specs that have none).
+// Every spec of a family for one arch (the Cartesian product of its axes, less the short-key and
+// paged variants of specs that have none).
 std::vector<KernelSpec> all_specs(KernelFamily family, Arch arch);
 
 // The tile of a supported spec.
@@ -76,7 +86,8 @@ TileConfig tile_config(const KernelSpec& spec);
 // What the host must know of a kernel beyond its tile, decided where the kernel's own settings are
 // (sm90a: traits_for() in templates/sm90a/kernel_traits.h, which the kernel itself calls). A
 // loaded module confirms these through its globals (jit/driver/module_table.cpp). The lse axis is
-// not among traits_for()'s inputs: a kernel and its lse twin have the same traits. The short_keys
+// not among traits_for()'s inputs: a kernel and its lse twin have the same traits, and so do a
+// kernel and its paged variant (only the producer's loads differ). The short_keys
 // axis is: the variant's tile is 128 keys wide, and what follows from that (registers, shared memory).
 struct KernelTraits {
   TileConfig tile{};

@@ -30,12 +30,14 @@ constexpr std::array<std::string_view, 3> kWorkOrders = {"auto", "static", "dyna
 constexpr std::array<std::string_view, 3> kSplitTails = {"auto", "off", "on"};
 constexpr std::array<std::string_view, 3> kCtaPairs = {"auto", "off", "on"};
 constexpr std::array<std::string_view, 3> kShortKeys = {"auto", "off", "on"};
+constexpr std::array<std::string_view, 2> kPagedKv = {"auto", "gather"};
 
 using enum KnobType;
 
 // One row per variable, in the order of enum Knob (checked below). Only knobs that change the
-// bytes NVRTC produces for a given spec affect the cache key. TSATTN_KERNEL_FAMILY and TSATTN_SHORT_KEYS
-// do not: they change which spec is chosen, and the spec's name and source are in the key already.
+// bytes NVRTC produces for a given spec affect the cache key. TSATTN_KERNEL_FAMILY, TSATTN_SHORT_KEYS and
+// TSATTN_PAGED_KV do not: they change which spec is chosen, and the spec's name and source are in the
+// key already.
 constexpr std::array kKnobs = {
     KnobInfo{Knob::cache_dir,
              "TSATTN_CACHE_DIR",
@@ -114,6 +116,10 @@ constexpr std::array kKnobs = {
              "whether sm90a 16-bit D128 dense calls run the kernel's variant of 128-key tiles instead of 160 (auto: "
              "where it pads less key work, by 3% or more; on: always; off: never)",
              false, kShortKeys},
+    KnobInfo{Knob::paged_kv, "TSATTN_PAGED_KV", enumeration, "auto",
+             "how paged calls read the KV cache (auto: sm90a 16-bit kernels read the pages through TMA, other "
+             "kernels get the pages gathered into packed K and V first; gather: always gather)",
+             false, kPagedKv},
     KnobInfo{Knob::library,
              "TSATTN_LIBRARY",
              path,

@@ -31,6 +31,7 @@ enum class Knob {
   split_tail,
   cta_pairs,
   short_keys,
+  paged_kv,
   library,
   nvrtc_library,
   test_seed,

@@ -20,7 +20,7 @@ namespace tsattn {
 struct GatherCapacity {
   int64_t batch = 0;          // requests
   int64_t index_entries = 0;  // entries of paged_kv_indices copied from host-resident tables
-  int64_t key_rows = 0;       // packed keys, all requests together
+  int64_t key_rows = 0;       // packed keys, all requests together (paged kernels: 1, a stand-in row)
   int64_t row_bytes = 0;      // one packed key: Hkv * D * element bytes (a multiple of 16)
 };
 

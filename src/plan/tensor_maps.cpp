@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <iterator>
+#include <limits>
 
 #include <tsattn/tsattn.hpp>
 
@@ -90,6 +92,25 @@ std::optional<std::string> describe(const char* name, const TokenTensor& t, int 
   g.box[2] = static_cast<cuuint32_t>(rows);
   g.box[3] = 1;
   return std::nullopt;
+}
+
+// The page pools of a paged call: {d, head, slot, page} maps whose boxes of TSATTN_PAGE_BOX_ROWS
+// rows never cross a page, and the tables the kernel looks the pages up in.
+std::optional<std::string> describe_pages(const Problem& p, cuuint64_t element_bytes, TensorMapPlan& plan) {
+  const PagedKeys& pages = *p.paged;
+  constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+  const Extents pool{p.num_kv_heads, pages.page_size, pages.num_pages};
+  // A pool without pages (an empty tensor may have no address) gives no request a key, so no box is
+  // ever loaded from it; its maps take q's address, which TMA accepts.
+  TokenTensor k = pages.k, v = pages.v;
+  if (pages.num_pages == 0) k.data = v.data = p.q.data;
+  std::optional<std::string> why =
+      describe("k_cache", k, p.head_dim, pool, TSATTN_PAGE_BOX_ROWS, element_bytes, plan.k);
+  if (!why) why = describe("v_cache", v, p.head_dim, pool, TSATTN_PAGE_BOX_ROWS, element_bytes, plan.v);
+  plan.pages = TsattnPageTable{
+      pages.page_indptr, pages.page_indices, static_cast<int>(std::min(pages.entries, kInt32Max)),
+      static_cast<int>(std::min(pages.num_pages, kInt32Max)), std::countr_zero(static_cast<uint32_t>(pages.page_size))};
+  return why;
 }
 
 // out is written with plain stores of out_store_bytes each (codegen/spec_table.hpp: element
@@ -180,8 +201,12 @@ TensorMapPlanOrReason plan_tensor_maps(const Problem& p, const MapShape& shape) 
   plan.data_type = map_data_type(p.input_dtype);
   const auto element_bytes = static_cast<cuuint64_t>(dtype_size(p.input_dtype));
   std::optional<std::string> why = describe("q", p.q, p.head_dim, q_extents(p), shape.block_m, element_bytes, plan.q);
-  if (!why) why = describe("k", p.k, p.head_dim, kv_extents(p), shape.block_n, element_bytes, plan.k);
-  if (!why) {
+  if (!why && p.paged) {
+    why = describe_pages(p, element_bytes, plan);
+  } else if (!why) {
+    why = describe("k", p.k, p.head_dim, kv_extents(p), shape.block_n, element_bytes, plan.k);
+  }
+  if (!why && !p.paged) {
     if (e4m3) {
       // v itself is read by the transpose kernel with plain 16-byte loads (the contract's alignment).
       plan.transposed_v.emplace();
@@ -244,6 +269,7 @@ TensorMapsOrReason encode_maps(const TensorMapPlan& plan, TensorMapCache* cache)
     why = encode_through(*cu, plan.out_data_type, *plan.out, entry(&TensorMapCache::out), result.maps.o);
   if (why) result.reason = std::move(*why);
   result.transposed_v = plan.transposed_v;
+  if (plan.pages) result.maps.pages = *plan.pages;
   return result;
 }
 

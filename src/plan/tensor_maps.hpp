@@ -8,6 +8,10 @@
 // problem: every failure is a human-readable reason, and api/execute.cpp then runs the problem on
 // the sm80 family.
 //
+// Paged calls on a paged kernel (Problem::paged): k and v map the page pools as {d, head, slot,
+// page} with boxes of TSATTN_PAGE_BOX_ROWS rows, so that every box lies in one page and a key tile
+// is whole boxes; maps.pages carries the tables (prefill_params.h, TsattnPageTable).
+//
 // e4m3 inputs: the kernel reads V^T from a per-call workspace (prefill_params.h), so v's map
 // describes that workspace; its base is known only once the workspace exists, and
 // encode_transposed_v_map() encodes it then.
@@ -25,14 +29,15 @@
 namespace tsattn {
 
 // One rank-4 map of q, k, v or out, as cuTensorMapEncodeTiled takes it: {d, head, token, batch},
-// or for V^T {key, d, kv head, batch}.
+// for page pools {d, head, slot, page}, for V^T {key, d, kv head, batch}.
 struct TensorMapGeometry {
   const char* tensor = "";  // "q", "k", "v", "out" or "v^T", for reasons
   void* base = nullptr;
   cuuint64_t dims[4] = {};     // elements, each >= 1
   cuuint64_t strides[3] = {};  // bytes between neighbours along dims 1..3 (dim 0 is contiguous)
   cuuint32_t box[4] = {};      // {128 / element bytes, 1, rows, 1}: rows = BLOCK_M for q, BLOCK_N
-                               // for k and v, a warp's 16 for out; V^T: {128, D, 1, 1}
+                               // for k and v (pools: TSATTN_PAGE_BOX_ROWS), a warp's 16 for
+                               // out; V^T: {128, D, 1, 1}
 };
 
 // V^T of e4m3 inputs in its workspace (prefill_params.h): keys per row, the workspace's size, and
@@ -45,7 +50,8 @@ struct TransposedV {
 
 struct TensorMapPlan {
   CUtensorMapDataType data_type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  TensorMapGeometry q, k, v;  // v unused when transposed_v is set
+  TensorMapGeometry q, k, v;             // v unused when transposed_v is set
+  std::optional<TsattnPageTable> pages;  // paged calls: the tables, copied into maps.pages
   std::optional<TransposedV> transposed_v;
   std::optional<TensorMapGeometry> out;  // kernels that store out through TMA
   CUtensorMapDataType out_data_type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
@@ -58,7 +64,8 @@ struct TensorMapPlanOrReason {
 
 struct TensorMapsOrReason {
   TsattnTensorMaps maps{};
-  std::string reason;  // empty: maps holds q, k, v (not yet when transposed_v is set) and o if planned
+  std::string reason;  // empty: maps holds q, k, v (not yet when transposed_v is set), o if planned
+                       // and the page tables of a paged call
   std::optional<TransposedV> transposed_v;
   bool ok() const { return reason.empty(); }
 };

@@ -38,7 +38,7 @@
 #error "the generated source must define TSATTN_KERNEL_NAME"
 #endif
 
-static_assert(TSATTN_PARAMS_VERSION == 7, "sm80 kernel written against TsattnPrefillParams v7");
+static_assert(TSATTN_PARAMS_VERSION == 8, "sm80 kernel written against TsattnPrefillParams v8");
 
 // Launch shape, read by the host with cuModuleGetGlobal after loading the module.
 extern "C" __device__ const int tsattn_dynamic_smem_bytes = tsattn_dev::sm80::kSmemBytes;

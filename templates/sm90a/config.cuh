@@ -10,13 +10,13 @@
 
 #if !defined(TSATTN_KERNEL_NAME) || !defined(TSATTN_HEAD_DIM) || !defined(TSATTN_INPUT_DTYPE) ||                    \
     !defined(TSATTN_OUTPUT_DTYPE) || !defined(TSATTN_MASK) || !defined(TSATTN_WINDOW) || !defined(TSATTN_PACKED) || \
-    !defined(TSATTN_LSE) || !defined(TSATTN_SHORT_KEYS) || !defined(TSATTN_BLOCK_M) || !defined(TSATTN_BLOCK_N) ||  \
-    !defined(TSATTN_NUM_WARPS)
+    !defined(TSATTN_LSE) || !defined(TSATTN_SHORT_KEYS) || !defined(TSATTN_PAGED_KV) || !defined(TSATTN_BLOCK_M) || \
+    !defined(TSATTN_BLOCK_N) || !defined(TSATTN_NUM_WARPS)
 #error \
-    "the generated source must define TSATTN_KERNEL_NAME, TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_MASK, TSATTN_WINDOW, TSATTN_PACKED, TSATTN_LSE, TSATTN_SHORT_KEYS, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS"
+    "the generated source must define TSATTN_KERNEL_NAME, TSATTN_HEAD_DIM, TSATTN_{INPUT,OUTPUT}_DTYPE, TSATTN_MASK, TSATTN_WINDOW, TSATTN_PACKED, TSATTN_LSE, TSATTN_SHORT_KEYS, TSATTN_PAGED_KV, TSATTN_BLOCK_{M,N}, TSATTN_NUM_WARPS"
 #endif
 
-static_assert(TSATTN_PARAMS_VERSION == 7, "sm90a kernel written against TsattnPrefillParams v7");
+static_assert(TSATTN_PARAMS_VERSION == 8, "sm90a kernel written against TsattnPrefillParams v8");
 
 namespace tsattn_dev {
 namespace sm90a {
@@ -67,6 +67,13 @@ static_assert(!kStagedOutput || (kHeadDim == 128 && dtype_bytes(kOutputDtype) ==
 static_assert(!kTmaOutput || (kStagedOutput && !kE4m3Inputs && !kOutputInQ),
               "TMA output stores staged 16-bit-input tiles from an O buffer of their own");
 static_assert(!kPairable || !kE4m3Inputs, "pairs split 16-bit K/V tiles by slab");
+// K and V read from page pools (TsattnPageTable): packed queries, 16-bit K and V tiles.
+constexpr bool kPagedKv = TSATTN_PAGED_KV != 0;
+static_assert(!kPagedKv || (TSATTN_PACKED != 0 && !kE4m3Inputs), "paged kernels: packed layout, 16-bit inputs");
+// Paged K/V tiles load as boxes of 16 rows: every page size (16 to 128) and BLOCK_N is a multiple,
+// so no box crosses a page and a tile is whole boxes, one per lane of the producer warp.
+constexpr int kPageBoxRows = TSATTN_PAGE_BOX_ROWS;
+static_assert(kBlockN % kPageBoxRows == 0 && kBlockN / kPageBoxRows <= 32, "a key tile is at most 32 boxes");
 
 // Tiles in shared memory. A slab row is 128 bytes (the swizzle span): 64 16-bit or 128 e4m3
 // elements of the head dim; Q and K tiles are kSlabs slabs of their rows.

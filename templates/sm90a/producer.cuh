@@ -1,5 +1,6 @@
 // sm90a/producer.cuh - the producer warp: one elected lane issues every TMA load of the CTA's
-// items, Q into its buffer and each key tile's K and V into the 2-stage rings.
+// items, Q into its buffer and each key tile's K and V into the 2-stage rings. Paged kernels load
+// a key tile as boxes of whole pages' rows instead, one lane per box (load_paged_kv_tiles).
 #ifndef TSATTN_SM90A_PRODUCER_CUH
 #define TSATTN_SM90A_PRODUCER_CUH
 
@@ -51,6 +52,60 @@ __device__ __forceinline__ int vt_first_column(const WorkItem& item) {
 #endif
 }
 
+// Paged kernels: the K and V tiles of one item, key tile by key tile. Lane b looks up the page of
+// box b (kPageBoxRows keys; TsattnPageTable) before the stage is free, so the table reads overlap the
+// wait; the leader claims the stage, then every lane with a box issues that box's loads. Keys past
+// the request's end (a tile that crosses it) read whatever page the entries after its own name,
+// clamped to the tables and the pool, as the packed layout reads the next request's rows: their
+// scores are masked and their V rows zeroed (sm90a/mainloop.cuh). Paged kernels are those whose
+// producer keeps 40 registers (codegen/spec_table.cpp). Returns kv_uses past the item's tiles.
+#if TSATTN_PAGED_KV
+template <u32 kCtas>
+__device__ __forceinline__ u32 load_paged_kv_tiles(const TsattnPrefillParams& params, const TsattnTensorMaps& maps,
+                                                   u32 smem, u32 bars, const WorkItem& item, const KeyTiles& tiles,
+                                                   u32 kv_uses, int lane, bool leader) {
+  const TsattnPageTable& pages = maps.pages;
+  const int kv_head = item.head / max(params.group_size, 1);
+  // Key j of the request is paged key first * page_size + j: its entry is the paged key's high bits
+  // and its slot the low ones (the host keeps entries * page_size + 2^31 below 2^32).
+  const u32 first = static_cast<u32>(min(max(__ldg(pages.page_indptr + item.request), 0), pages.entries));
+  const bool has_box = lane < kBlockN / kPageBoxRows && pages.entries > 0;
+  static_assert(kKStageBytes == kVStageBytes, "16-bit K and V stages are alike");
+  const u32 end = kv_uses + static_cast<u32>(tiles.num_tiles);
+  for (u32 key = (first << pages.page_shift) + static_cast<u32>(tiles.first_key + lane * kPageBoxRows); kv_uses < end;
+       ++kv_uses, key += kBlockN) {
+    int page = 0;
+    if (has_box)
+      page = min(max(__ldg(pages.page_indices + min(key >> pages.page_shift, static_cast<u32>(pages.entries - 1))), 0),
+                 pages.num_pages - 1);
+    const u32 stage = kv_uses % kStages, parity = ((kv_uses / kStages) & 1) ^ 1;
+    if (leader) {
+      claim_stage(bars, kKFull, kKEmpty, stage, parity, kKStageBytes);
+      claim_stage(bars, kVFull, kVEmpty, stage, parity, kVStageBytes);
+    }
+    __syncwarp();  // the stages are free before any lane loads into them
+    if (has_box) {
+      const int slot = static_cast<int>(key & ((1u << pages.page_shift) - 1));
+      const u32 offset = stage * kKStageBytes + static_cast<u32>(lane * kPageBoxRows) * 128u;
+#pragma unroll
+      for (int s = 0; s < kSlabs; ++s) {
+        const u32 k_dst = smem + kKOffset + offset + s * kKvSlabBytes,
+                  v_dst = smem + kVOffset + offset + s * kKvSlabBytes;
+        const u32 k_full = bars + 8 * (kKFull + stage), v_full = bars + 8 * (kVFull + stage);
+        if constexpr (kCtas == 1) {
+          tma_load_4d(k_dst, maps.k, k_full, kSlabElements * s, kv_head, slot, page);
+          tma_load_4d(v_dst, maps.v, v_full, kSlabElements * s, kv_head, slot, page);
+        } else if (s % 2 == static_cast<int>(cluster_ctarank())) {
+          tma_load_4d_multicast(k_dst, maps.k, k_full, kSlabElements * s, kv_head, slot, page, 0x3);
+          tma_load_4d_multicast(v_dst, maps.v, v_full, kSlabElements * s, kv_head, slot, page, 0x3);
+        }
+      }
+    }
+  }
+  return kv_uses;
+}
+#endif
+
 template <u32 kCtas>
 __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const TsattnTensorMaps& maps, u32 smem,
                                         u32 bars) {
@@ -74,21 +129,26 @@ __device__ __forceinline__ void produce(const TsattnPrefillParams& params, const
         tma_load_4d(smem + kQOffset + qb * kQBytes + s * kQSlabBytes, maps.q, q_full, kSlabElements * s, item.head,
                     q_token, batch);
       const int kv_head = item.head / group_size;
-      for (int t = 0; t < tiles.num_tiles; ++t, ++kv_uses) {
-        const u32 stage = kv_uses % kStages, parity = ((kv_uses / kStages) & 1) ^ 1;
-        const int key = tiles.first_key + t * kBlockN;
-        const u32 k_dst = smem + kKOffset + stage * kKStageBytes, v_dst = smem + kVOffset + stage * kVStageBytes;
-        load_kv_tile<kCtas>(maps.k, k_dst, claim_stage(bars, kKFull, kKEmpty, stage, parity, kKStageBytes), kv_head,
-                            item.extent.kv_begin + key, batch);
-        const u32 v_full = claim_stage(bars, kVFull, kVEmpty, stage, parity, kVStageBytes);
-        if constexpr (kE4m3Inputs)
-          load_vt_tile(maps.v, v_dst, v_full, kv_head, vt_first_column(item) + key, batch);
-        else
-          load_kv_tile<kCtas>(maps.v, v_dst, v_full, kv_head, item.extent.kv_begin + key, batch);
+      if constexpr (!kPagedKv) {
+        for (int t = 0; t < tiles.num_tiles; ++t, ++kv_uses) {
+          const u32 stage = kv_uses % kStages, parity = ((kv_uses / kStages) & 1) ^ 1;
+          const int key = tiles.first_key + t * kBlockN;
+          const u32 k_dst = smem + kKOffset + stage * kKStageBytes, v_dst = smem + kVOffset + stage * kVStageBytes;
+          load_kv_tile<kCtas>(maps.k, k_dst, claim_stage(bars, kKFull, kKEmpty, stage, parity, kKStageBytes), kv_head,
+                              item.extent.kv_begin + key, batch);
+          const u32 v_full = claim_stage(bars, kVFull, kVEmpty, stage, parity, kVStageBytes);
+          if constexpr (kE4m3Inputs)
+            load_vt_tile(maps.v, v_dst, v_full, kv_head, vt_first_column(item) + key, batch);
+          else
+            load_kv_tile<kCtas>(maps.v, v_dst, v_full, kv_head, item.extent.kv_begin + key, batch);
+        }
       }
-    } else {
+    } else if constexpr (!kPagedKv) {
       kv_uses += tiles.num_tiles;
     }
+#if TSATTN_PAGED_KV
+    kv_uses = load_paged_kv_tiles<kCtas>(params, maps, smem, bars, item, tiles, kv_uses, lane, leader);
+#endif
     ++q_uses;
     __syncwarp();  // the other lanes wait for the leader before the next item's shuffles
   }

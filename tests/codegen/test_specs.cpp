@@ -21,10 +21,13 @@
 namespace tsattn::test {
 namespace {
 
-// The sm90a family: the 288 specs of every axis but short_keys, and the short-key variants of the
-// 16-bit D128 dense ones (2 inputs x 3 outputs x 2 layouts x with and without lse).
+// The sm90a family: the 288 specs of every axis but short_keys and paged_kv, the short-key variants
+// of the 16-bit D128 dense ones (2 inputs x 3 outputs x 2 layouts x with and without lse), and the
+// paged variants of the 16-bit D128 packed ones (2 inputs x 3 outputs x 4 masks x with and without
+// lse; dense: of its short-key variant).
 constexpr size_t kShortKeysVariants = 2 * 3 * 2 * 2;
-constexpr size_t kSm90aSpecs = 288 + kShortKeysVariants;
+constexpr size_t kPagedVariants = 2 * 3 * 4 * 2;
+constexpr size_t kSm90aSpecs = 288 + kShortKeysVariants + kPagedVariants;
 
 std::vector<KernelSpec> every_spec() {
   std::vector<KernelSpec> specs;
@@ -49,8 +52,7 @@ TEST_SUITE("codegen/specs") {
       CHECK(tile.block_m > 0);
     }
     // sm80: 2 head dims x 3 x 3 dtype pairs x 4 masks x 2 layouts x with and without lse, on 4
-    // archs; sm90a: the same 288 on sm_90a, and the 24 short-key variants (dense D128, 2 16-bit
-    // inputs x 3 outputs x 2 layouts x with and without lse).
+    // archs; sm90a: the same 288 on sm_90a, the 24 short-key variants and the 48 paged ones.
     CHECK(names.size() == 4 * 288 + kSm90aSpecs);
   }
 
@@ -64,10 +66,10 @@ TEST_SUITE("codegen/specs") {
       REQUIRE(is_supported(plain));
       ++twins;
       // Names of kernels without lse are the names they had before the axis existed.
-      const std::string name =
-          fmt::format("prefill.{}.{}.d{}.{}_{}.{}.{}{}", family_name(plain.family), arch_name(plain.arch),
-                      plain.head_dim, short_dtype_name(plain.input_dtype), short_dtype_name(plain.output_dtype),
-                      mask_variant_name(plain.mask), layout_name(plain.layout), plain.short_keys ? ".short_keys" : "");
+      const std::string name = fmt::format(
+          "prefill.{}.{}.d{}.{}_{}.{}.{}{}{}", family_name(plain.family), arch_name(plain.arch), plain.head_dim,
+          short_dtype_name(plain.input_dtype), short_dtype_name(plain.output_dtype), mask_variant_name(plain.mask),
+          layout_name(plain.layout), plain.paged_kv ? ".paged" : "", plain.short_keys ? ".short_keys" : "");
       CHECK(canonical_name(plain) == name);
       CHECK(canonical_name(spec) == name + ".lse");
       CHECK(kernel_symbol(spec) == kernel_symbol(plain) + "_lse");
@@ -157,7 +159,8 @@ TEST_SUITE("codegen/specs") {
     CHECK(variants == kShortKeysVariants);
     // Every other kind keeps its one width; the portable family has no variant at all.
     size_t listed = 0;
-    for (const KernelSpec& spec : all_specs(KernelFamily::sm90a, Arch::sm_90a)) listed += spec.short_keys ? 1 : 0;
+    for (const KernelSpec& spec : all_specs(KernelFamily::sm90a, Arch::sm_90a))
+      listed += spec.short_keys && !spec.paged_kv ? 1 : 0;
     CHECK(listed == kShortKeysVariants);
     for (const KernelSpec& spec : every_spec()) CHECK((spec.short_keys ? has_short_keys_variant(spec) : true));
     KernelSpec sm80{KernelFamily::sm80,    Arch::sm_90a,          MaskVariant::dense, 128,
@@ -176,6 +179,60 @@ TEST_SUITE("codegen/specs") {
                      true};
     CHECK(canonical_name(named) == "prefill.sm90a.sm_90a.d128.bf16_bf16.dense.packed.short_keys.lse");
     CHECK(kernel_symbol(named) == "prefill_sm90a_sm_90a_d128_bf16_bf16_dense_packed_short_keys_lse");
+  }
+
+  TEST_CASE("the paged_kv axis: sm90a 16-bit D128 packed kernels of 128-key tiles, the same kernel but its loads") {
+    size_t variants = 0;
+    for (const KernelSpec& usual : every_spec()) {
+      if (usual.paged_kv) continue;
+      KernelSpec paged = usual;
+      paged.paged_kv = true;
+      CAPTURE(canonical_name(paged));
+      // Dense kernels page only in their short-key variant: the producer needs the 40 registers
+      // that kernels of 128-key tiles give it.
+      const bool expected = usual.family == KernelFamily::sm90a && usual.layout == Layout::packed &&
+                            usual.head_dim == 128 && usual.input_dtype != TSATTN_DTYPE_FLOAT8_E4M3FN &&
+                            (usual.mask != MaskVariant::dense || usual.short_keys);
+      CHECK(has_paged_kv_variant(usual) == expected);
+      CHECK(is_supported(paged) == expected);
+      if (!expected) {
+        CHECK_THROWS_AS(generate_source(paged), Error);
+        continue;
+      }
+      ++variants;
+      // ".paged" right after the layout, before ".short_keys" and ".lse".
+      const std::string name = canonical_name(usual);
+      const size_t after_layout = name.find(".packed") + std::string(".packed").size();
+      CHECK(canonical_name(paged) == name.substr(0, after_layout) + ".paged" + name.substr(after_layout));
+      CHECK(paged.id() != usual.id());
+      // Every setting the host reads is the twin's, and the sources differ in the name and
+      // TSATTN_PAGED_KV only.
+      CHECK(kernel_traits(paged) == kernel_traits(usual));
+      CHECK(kernel_traits(paged).tile.block_n == 128);
+      std::string with = generate_source(paged).text, without = generate_source(usual).text;
+      CHECK(with.find("#define TSATTN_PAGED_KV 1\n") != std::string::npos);
+      CHECK(without.find("#define TSATTN_PAGED_KV 0\n") != std::string::npos);
+      for (std::string* text : {&with, &without}) {
+        const KernelSpec& own = text == &with ? paged : usual;
+        for (const std::string& part : {canonical_name(own), kernel_symbol(own)})
+          text->replace(text->find(part), part.size(), "NAME");
+        text->replace(text->find("#define TSATTN_PAGED_KV "), std::string("#define TSATTN_PAGED_KV 0").size(), "PAGED");
+      }
+      CHECK(with == without);
+    }
+    CHECK(variants == kPagedVariants);
+    KernelSpec named{KernelFamily::sm90a,
+                     Arch::sm_90a,
+                     MaskVariant::dense,
+                     128,
+                     TSATTN_DTYPE_BFLOAT16,
+                     TSATTN_DTYPE_FLOAT16,
+                     Layout::packed,
+                     true,
+                     true,
+                     true};
+    CHECK(canonical_name(named) == "prefill.sm90a.sm_90a.d128.bf16_f16.dense.packed.paged.short_keys.lse");
+    CHECK(kernel_symbol(named) == "prefill_sm90a_sm_90a_d128_bf16_f16_dense_packed_paged_short_keys_lse");
   }
 
   TEST_CASE("the sm90a rows: sm_90a only, every dtype pair, 128-row tiles of 12 warps") {
@@ -412,8 +469,19 @@ TEST_SUITE("codegen/specs") {
     fp8_short["kernels"][0]["short_keys"] = true;
     CHECK(expand_manifest(fp8_short, hopper, "m.json").empty());
     nlohmann::json hopper_family = {{"schema", 1}, {"kernels", {{{"family", "sm90a"}, {"head_dim", 128}}}}};
-    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 144 + kShortKeysVariants);
+    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 144 + kShortKeysVariants + kPagedVariants);
     CHECK(expand_manifest(hopper_family, {Arch::sm_80, Arch::sm_100}, "m.json").empty());
+    // The paged_kv axis: false builds the kernels that read packed K and V only, true the paged
+    // variants only (packed specs that have one).
+    hopper_family["kernels"][0]["paged_kv"] = true;
+    const std::vector<KernelSpec> paged = expand_manifest(hopper_family, hopper, "m.json");
+    CHECK(paged.size() == kPagedVariants);
+    for (const KernelSpec& spec : paged) CHECK((spec.paged_kv && spec.layout == Layout::packed));
+    hopper_family["kernels"][0]["exclude"] = {{{"paged_kv", true}, {"mask", "dense"}}};
+    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == kPagedVariants - 12);
+    hopper_family["kernels"][0].erase("exclude");
+    hopper_family["kernels"][0]["paged_kv"] = false;
+    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 144 + kShortKeysVariants);
     // The short_keys axis: a boolean or a list, both when left out, and in excludes.
     hopper_family["kernels"][0]["mask"] = "dense";
     hopper_family["kernels"][0]["input_dtype"] = {"f16", "bf16"};

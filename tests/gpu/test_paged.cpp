@@ -3,8 +3,10 @@
 // caches: shuffled page tables with repeated pages and partly filled last pages, NaN in every slot
 // no request reads, out poisoned first. Every mask, both layouts, every page size, the four pool
 // stride styles, host and GPU tables, all nine dtype pairs, odd sizes and empty requests; runs equal
-// the one-shot call bit for bit, with lse against an fp64 log-sum-exp; a CUDA graph of a run replays
-// with a changed page table; bad GPU tables are clamped without a fault. The kernel family is the
+// the one-shot call bit for bit, with lse against an fp64 log-sum-exp; on the sm90a family 16-bit
+// calls run the paged kernels, which read the pages through TMA, bit for bit the call that gathers
+// the pages first; a CUDA graph of a run replays with a changed page table; bad GPU tables are
+// clamped without a fault. The kernel family is the
 // process's (tools/dev/gpu_check.sh runs this suite again with TSATTN_KERNEL_FAMILY=sm80); run it
 // under compute-sanitizer memcheck too.
 #include <doctest/doctest.h>
@@ -25,12 +27,14 @@
 
 #include "api/dtype.hpp"
 #include "common/knobs.hpp"
+#include "jit/driver/device_context.hpp"
 #include "ref/compare.hpp"
 #include "ref/float_formats.hpp"
 #include "ref/paged_reference.hpp"
 #include "ref/random_inputs.hpp"
 #include "support/gpu.hpp"
 #include "support/paged_kv_cases.hpp"
+#include "support/scoped_env.hpp"
 
 namespace tsattn::test {
 namespace {
@@ -406,6 +410,57 @@ TEST_SUITE("gpu/paged") {
           }
         }
       }
+  }
+
+  TEST_CASE("sm90a: 16-bit calls read the pages through TMA (.paged kernels), bit for bit the gathered call") {
+    TSATTN_REQUIRE_GPU();
+    std::mt19937_64 rng(test_seed());
+    const std::string family = knob_string(Knob::kernel_family);
+    const bool hopper = family == "sm90a" || (family == "auto" && driver::device_info(0).cc_major == 9);
+    testing::ScopedEnv env;
+    const std::pair<tsattn_mask_type, int64_t> masks[] = {
+        {TSATTN_MASK_DENSE, -1}, {TSATTN_MASK_CAUSAL, -1}, {TSATTN_MASK_CAUSAL, 100}};
+    for (const auto& [mask, window] : masks)
+      for (int64_t page_size : kPageSizes)
+        for (PageLayout layout : {PageLayout::hnd, PageLayout::nhd})
+          for (int head_dim : {128, 256}) {
+            PagedCase c;
+            // Odd sizes and empty requests, and one long enough for many key tiles of every width.
+            c.requests = random_requests(mask, rng);
+            c.requests.push_back({mask == TSATTN_MASK_CAUSAL ? 211 : 300, 1001});
+            c.mask = mask;
+            c.window_left = window;
+            c.page_size = page_size;
+            c.layout = layout;
+            c.head_dim = head_dim;
+            c.hq = head_dim == 128 ? 8 : 4;
+            c.hkv = head_dim == 128 ? 2 : 1;
+            c.style = rng() % 2 ? PoolStyle::compact : PoolStyle::interleaved;
+            c.device_tables = rng() % 2 == 0;
+            if (rng() % 4 == 0) c.output = TSATTN_DTYPE_FLOAT8_E4M3FN;
+            if (rng() % 2 == 0) c.input = TSATTN_DTYPE_FLOAT16;
+            PagedData data(c, rng);
+            INFO(c.describe());
+            env.set("TSATTN_PAGED_KV", nullptr);
+            data.poison();
+            REQUIRE_NOTHROW(data.one_shot(false));
+            const std::string paged_kernel = last_kernel_name();
+            synchronize_device();
+            const std::vector<std::byte> paged = data.out_a();
+            check_close(data, paged, "pages read by the kernel");
+            env.set("TSATTN_PAGED_KV", "gather");
+            data.poison();
+            REQUIRE_NOTHROW(data.one_shot(false));
+            const std::string gathered_kernel = last_kernel_name();
+            synchronize_device();
+            CHECK(std::memcmp(paged.data(), data.out_a().data(), data.out_bytes()) == 0);
+            // The same kernel but for the loads: ".paged" after the layout, on the Hopper family.
+            std::string expected = gathered_kernel;
+            const size_t layout_end = expected.find(".packed") + std::string_view(".packed").size();
+            REQUIRE(layout_end < expected.size() + 1);
+            if (hopper) expected.insert(layout_end, ".paged");
+            CHECK(paged_kernel == expected);
+          }
   }
 
   TEST_CASE("validate: runs beyond the plan's capacities are errors, or clamped without a fault") {

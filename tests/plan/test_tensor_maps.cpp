@@ -84,6 +84,46 @@ TEST_SUITE("plan/tensor_maps") {
     check_geometry(plan.k, p.k.data, {256, 1, 19, 1}, {512, 512, 19 * 512}, box16(128));
   }
 
+  TEST_CASE("paged keys: {d, head, slot, page} maps of the pools in 16-row boxes, and the page table") {
+    Problem p = CallBuilder::packed({5, 0, 7}, {9, 3, 7}, 8, 2, 128, TSATTN_DTYPE_BFLOAT16).validate();
+    alignas(16) static std::byte k_pool[64], v_pool[64];
+    static const int32_t indptr[4] = {}, indices[1] = {};
+    PagedKeys pages;
+    // NHD pages of 64 slots: [page][slot][head][d] with a padded page (stride 40000 elements).
+    pages.k = {k_pool, 40000, 2 * 128, 128};
+    // HND pages of the same keys: [page][head][slot][d].
+    pages.v = {v_pool, 40000, 128, 64 * 128};
+    pages.num_pages = 13;
+    pages.page_size = 64;
+    pages.page_indptr = indptr;
+    pages.page_indices = indices;
+    pages.entries = 21;
+    p.paged = pages;
+    const TensorMapPlan plan = plan_of(p, 128, 128);
+    check_geometry(plan.q, p.q.data, {128, 8, 12, 1}, {256, 8 * 256, 12 * 8 * 256}, box16(128));
+    check_geometry(plan.k, k_pool, {128, 2, 64, 13}, {256, 2 * 256, 80000}, box16(TSATTN_PAGE_BOX_ROWS));
+    check_geometry(plan.v, v_pool, {128, 2, 64, 13}, {64 * 256, 256, 80000}, box16(TSATTN_PAGE_BOX_ROWS));
+    CHECK(std::string(plan.k.tensor) == "k_cache");
+    REQUIRE(plan.pages.has_value());
+    CHECK(plan.pages->page_indptr == indptr);
+    CHECK(plan.pages->page_indices == indices);
+    CHECK(plan.pages->entries == 21);
+    CHECK(plan.pages->num_pages == 13);
+    CHECK(plan.pages->page_shift == 6);
+    // A pool without pages gets q's address (no box is ever loaded from it) and extents of 1.
+    p.paged->num_pages = 0;
+    p.paged->k.data = p.paged->v.data = nullptr;
+    const TensorMapPlan empty = plan_of(p, 128, 128);
+    CHECK(empty.k.base == p.q.data);
+    CHECK(empty.k.dims[3] == 1);
+    CHECK(empty.pages->num_pages == 0);
+    // Pool strides break TMA's rules as any tensor's do, named after the pool.
+    p.paged->num_pages = 13;
+    p.paged->k.data = k_pool;
+    p.paged->k.batch_stride = 40001;
+    CHECK(reason_of(p).find("k_cache") != std::string::npos);
+  }
+
   TEST_CASE("no keys at all: every extent stays >= 1 (the kernel loads nothing from k and v)") {
     Problem p = CallBuilder::packed({3, 4}, {0, 0}, 2, 2).validate();
     CHECK(p.kv_tokens == 0);

@@ -42,8 +42,10 @@ TEST_SUITE("tools/manifests") {
                                                    "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed",
                                                    "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed.lse",
                                                    "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed",
-                                                   "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed.lse"});
-    CHECK(load_manifest(kManifests + "/llama3.json", {Arch::sm_90a, Arch::sm_80}).size() == 12);
+                                                   "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed.lse",
+                                                   "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed.paged",
+                                                   "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed.paged.lse"});
+    CHECK(load_manifest(kManifests + "/llama3.json", {Arch::sm_90a, Arch::sm_80}).size() == 14);
   }
 
   TEST_CASE("gemma.json: D256 bf16 causal and sliding window, fixed and packed") {
@@ -79,17 +81,27 @@ TEST_SUITE("tools/manifests") {
           KernelSpec twin = spec;
           twin.family = KernelFamily::sm80;
           twin.short_keys = false;
+          twin.paged_kv = false;
           CAPTURE(canonical_name(spec));
           CHECK(std::find(specs.begin(), specs.end(), twin) != specs.end());
         }
         // Every kernel with a short-key variant has it (and the other way round): calls take either
         // by their lengths, and a plan loads both.
         for (const KernelSpec& spec : specs) {
-          if (!has_short_keys_variant(spec)) continue;
+          if (!has_short_keys_variant(spec) || spec.paged_kv) continue;  // paged kernels have one width
           KernelSpec other = spec;
           other.short_keys = !spec.short_keys;
           CAPTURE(canonical_name(spec));
           CHECK(std::find(specs.begin(), specs.end(), other) != specs.end());
+        }
+        // Every packed Hopper kernel with a paged variant has it: paged calls on Hopper run it.
+        for (const KernelSpec& spec : specs) {
+          KernelSpec paged = spec;
+          paged.paged_kv = true;
+          paged.short_keys = has_short_keys_variant(spec);
+          if (spec.paged_kv || !is_supported(paged)) continue;
+          CAPTURE(canonical_name(spec));
+          CHECK(std::find(specs.begin(), specs.end(), paged) != specs.end());
         }
         // Every kernel has its lse twin (and the other way round): a call or a plan's run that asks
         // for lse finds its kernel precompiled too, and a plan loads both.
