@@ -13,6 +13,7 @@
 #include "jit/driver/device_context.hpp"
 #include "jit/driver/driver_api.hpp"
 #include "jit/driver/workspace_pool.hpp"
+#include "plan/tensor_maps.hpp"
 
 namespace tsattn {
 
@@ -41,7 +42,8 @@ const char* execute_paged(const PagedArguments& args) {
   // A paged kernel reads the pages itself: the workspace holds the tables, the scan's kv_indptr and
   // one stand-in row of K and V (GatheredViews), no copy of the keys.
   const bool direct =
-      reads_pages_directly(scope.device(), device_arch(scope.device()), pool.dtype, static_cast<int>(pool.head_dim));
+      reads_pages_directly(scope.device(), device_arch(scope.device()), pool.dtype, static_cast<int>(pool.head_dim)) &&
+      paged_keys_fit(kv.tables_on_host ? entries : kv.device.entries, args.page_size);
   const int64_t row_bytes = pool.num_kv_heads * pool.head_dim * dtype_size(pool.dtype);
   const GatherWorkspace w = gather_workspace({kv.batch, entries, direct ? 1 : key_rows, row_bytes});
   const driver::StreamBuffer workspace(w.bytes, stream, kv.device_id);

@@ -99,6 +99,9 @@ std::optional<std::string> describe(const char* name, const TokenTensor& t, int 
 std::optional<std::string> describe_pages(const Problem& p, cuuint64_t element_bytes, TensorMapPlan& plan) {
   const PagedKeys& pages = *p.paged;
   constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+  if (!paged_keys_fit(pages.entries, pages.page_size))
+    return fmt::format("paged_kv_indices has {} entries; the paged kernels address at most 2^31 / page_size = {}",
+                       pages.entries, (int64_t{1} << 31) / pages.page_size);
   const Extents pool{p.num_kv_heads, pages.page_size, pages.num_pages};
   // A pool without pages (an empty tensor may have no address) gives no request a key, so no box is
   // ever loaded from it; its maps take q's address, which TMA accepts.
@@ -193,6 +196,10 @@ CUtensorMapDataType map_data_type(tsattn_dtype dtype) {
 }
 
 }  // namespace
+
+bool paged_keys_fit(int64_t entries, int64_t page_size) {
+  return page_size > 0 && entries <= (int64_t{1} << 31) / page_size;
+}
 
 TensorMapPlanOrReason plan_tensor_maps(const Problem& p, const MapShape& shape) {
   TensorMapPlanOrReason result;

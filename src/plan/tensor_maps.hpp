@@ -80,6 +80,11 @@ struct MapShape {
 };
 constexpr int kOutMapRows = 16;  // one consumer warp's rows of O
 
+// Paged kernels address key j of a request as the paged key first_entry * page_size + j in 32 bits
+// (templates/sm90a/producer.cuh), with room for 2^31 keys past the last entry: tables of at most
+// 2^31 / page_size entries. Larger tables are a reason (plan_tensor_maps); one-shot calls gather.
+bool paged_keys_fit(int64_t entries, int64_t page_size);
+
 // The maps of p for a kernel of that shape, or the first rule p breaks. No driver call.
 TensorMapPlanOrReason plan_tensor_maps(const Problem& p, const MapShape& shape);
 

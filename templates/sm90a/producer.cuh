@@ -53,13 +53,33 @@ __device__ __forceinline__ int vt_first_column(const WorkItem& item) {
 }
 
 // Paged kernels: the K and V tiles of one item, key tile by key tile. Lane b looks up the page of
-// box b (kPageBoxRows keys; TsattnPageTable) before the stage is free, so the table reads overlap the
-// wait; the leader claims the stage, then every lane with a box issues that box's loads. Keys past
+// box b (kPageBoxRows keys; TsattnPageTable) before the stages are free, so the table reads overlap
+// the waits; then K's tile and V's (load_paged_tile). Keys past
 // the request's end (a tile that crosses it) read whatever page the entries after its own name,
 // clamped to the tables and the pool, as the packed layout reads the next request's rows: their
 // scores are masked and their V rows zeroed (sm90a/mainloop.cuh). Paged kernels are those whose
 // producer keeps 40 registers (codegen/spec_table.cpp). Returns kv_uses past the item's tiles.
 #if TSATTN_PAGED_KV
+// One K or V tile of a paged kernel: the leader claims the stage (its ring's barriers start at
+// full0 / empty0), then every lane with a box loads that box's slabs (in a CTA pair, this CTA's
+// half of them, multicast into both) to dst, the lane's rows of the stage.
+template <u32 kCtas>
+__device__ __forceinline__ void load_paged_tile(const TsattnTmaDescriptor& map, u32 dst, u32 bars, u32 full0,
+                                                u32 empty0, u32 stage, u32 parity, bool leader, bool has_box,
+                                                int kv_head, int slot, int page) {
+  if (leader) claim_stage(bars, full0, empty0, stage, parity, kKStageBytes);
+  __syncwarp();  // the stage is free before any lane loads into it
+  if (!has_box) return;
+  const u32 full = bars + 8 * (full0 + stage);
+#pragma unroll
+  for (int s = 0; s < kSlabs; ++s) {
+    if constexpr (kCtas == 1)
+      tma_load_4d(dst + s * kKvSlabBytes, map, full, kSlabElements * s, kv_head, slot, page);
+    else if (s % 2 == static_cast<int>(cluster_ctarank()))
+      tma_load_4d_multicast(dst + s * kKvSlabBytes, map, full, kSlabElements * s, kv_head, slot, page, 0x3);
+  }
+}
+
 template <u32 kCtas>
 __device__ __forceinline__ u32 load_paged_kv_tiles(const TsattnPrefillParams& params, const TsattnTensorMaps& maps,
                                                    u32 smem, u32 bars, const WorkItem& item, const KeyTiles& tiles,
@@ -67,10 +87,11 @@ __device__ __forceinline__ u32 load_paged_kv_tiles(const TsattnPrefillParams& pa
   const TsattnPageTable& pages = maps.pages;
   const int kv_head = item.head / max(params.group_size, 1);
   // Key j of the request is paged key first * page_size + j: its entry is the paged key's high bits
-  // and its slot the low ones (the host keeps entries * page_size + 2^31 below 2^32).
+  // and its slot the low ones (entries * page_size <= 2^31 leaves room for 2^31 keys in 32 bits:
+  // paged_keys_fit in plan/tensor_maps.hpp).
   const u32 first = static_cast<u32>(min(max(__ldg(pages.page_indptr + item.request), 0), pages.entries));
   const bool has_box = lane < kBlockN / kPageBoxRows && pages.entries > 0;
-  static_assert(kKStageBytes == kVStageBytes, "16-bit K and V stages are alike");
+  static_assert(kKStageBytes == kVStageBytes, "16-bit K and V stages are alike: one offset and byte count");
   const u32 end = kv_uses + static_cast<u32>(tiles.num_tiles);
   for (u32 key = (first << pages.page_shift) + static_cast<u32>(tiles.first_key + lane * kPageBoxRows); kv_uses < end;
        ++kv_uses, key += kBlockN) {
@@ -79,28 +100,13 @@ __device__ __forceinline__ u32 load_paged_kv_tiles(const TsattnPrefillParams& pa
       page = min(max(__ldg(pages.page_indices + min(key >> pages.page_shift, static_cast<u32>(pages.entries - 1))), 0),
                  pages.num_pages - 1);
     const u32 stage = kv_uses % kStages, parity = ((kv_uses / kStages) & 1) ^ 1;
-    if (leader) {
-      claim_stage(bars, kKFull, kKEmpty, stage, parity, kKStageBytes);
-      claim_stage(bars, kVFull, kVEmpty, stage, parity, kVStageBytes);
-    }
-    __syncwarp();  // the stages are free before any lane loads into them
-    if (has_box) {
-      const int slot = static_cast<int>(key & ((1u << pages.page_shift) - 1));
-      const u32 offset = stage * kKStageBytes + static_cast<u32>(lane * kPageBoxRows) * 128u;
-#pragma unroll
-      for (int s = 0; s < kSlabs; ++s) {
-        const u32 k_dst = smem + kKOffset + offset + s * kKvSlabBytes,
-                  v_dst = smem + kVOffset + offset + s * kKvSlabBytes;
-        const u32 k_full = bars + 8 * (kKFull + stage), v_full = bars + 8 * (kVFull + stage);
-        if constexpr (kCtas == 1) {
-          tma_load_4d(k_dst, maps.k, k_full, kSlabElements * s, kv_head, slot, page);
-          tma_load_4d(v_dst, maps.v, v_full, kSlabElements * s, kv_head, slot, page);
-        } else if (s % 2 == static_cast<int>(cluster_ctarank())) {
-          tma_load_4d_multicast(k_dst, maps.k, k_full, kSlabElements * s, kv_head, slot, page, 0x3);
-          tma_load_4d_multicast(v_dst, maps.v, v_full, kSlabElements * s, kv_head, slot, page, 0x3);
-        }
-      }
-    }
+    const int slot = static_cast<int>(key & ((1u << pages.page_shift) - 1));
+    const u32 offset = stage * kKStageBytes + static_cast<u32>(lane * kPageBoxRows) * 128u;
+    // K first, then V, as the consumers release them: V's stage frees a GEMM later.
+    load_paged_tile<kCtas>(maps.k, smem + kKOffset + offset, bars, kKFull, kKEmpty, stage, parity, leader, has_box,
+                           kv_head, slot, page);
+    load_paged_tile<kCtas>(maps.v, smem + kVOffset + offset, bars, kVFull, kVEmpty, stage, parity, leader, has_box,
+                           kv_head, slot, page);
   }
   return kv_uses;
 }

@@ -117,6 +117,12 @@ TEST_SUITE("plan/tensor_maps") {
     CHECK(empty.k.base == p.q.data);
     CHECK(empty.k.dims[3] == 1);
     CHECK(empty.pages->num_pages == 0);
+    // Tables too long for 32-bit paged keys (entries * page_size <= 2^31).
+    CHECK(paged_keys_fit(int64_t{1} << 25, 64));
+    CHECK_FALSE(paged_keys_fit((int64_t{1} << 25) + 1, 64));
+    p.paged->entries = (int64_t{1} << 25) + 1;
+    CHECK(reason_of(p).find("paged_kv_indices has 33554433 entries") != std::string::npos);
+    p.paged->entries = 21;
     // Pool strides break TMA's rules as any tensor's do, named after the pool.
     p.paged->num_pages = 13;
     p.paged->k.data = k_pool;
