@@ -53,8 +53,8 @@ __device__ __forceinline__ int vt_first_column(const WorkItem& item) {
 }
 
 // Paged kernels: the K and V tiles of one item, key tile by key tile. Lane b looks up the page of
-// box b (kPageBoxRows keys; TsattnPageTable) before the stages are free, so the table reads overlap
-// the waits; then K's tile and V's (load_paged_tile). Keys past
+// box b (kPageBoxRows keys; TsattnPageTable) a tile ahead, so the table reads overlap the previous
+// tile's waits; then K's tile and V's (load_paged_tile). Keys past
 // the request's end (a tile that crosses it) read whatever page the entries after its own name,
 // clamped to the tables and the pool, as the packed layout reads the next request's rows: their
 // scores are masked and their V rows zeroed (sm90a/mainloop.cuh). Paged kernels are those whose
@@ -93,12 +93,15 @@ __device__ __forceinline__ u32 load_paged_kv_tiles(const TsattnPrefillParams& pa
   const bool has_box = lane < kBlockN / kPageBoxRows && pages.entries > 0;
   static_assert(kKStageBytes == kVStageBytes, "16-bit K and V stages are alike: one offset and byte count");
   const u32 end = kv_uses + static_cast<u32>(tiles.num_tiles);
-  for (u32 key = (first << pages.page_shift) + static_cast<u32>(tiles.first_key + lane * kPageBoxRows); kv_uses < end;
-       ++kv_uses, key += kBlockN) {
-    int page = 0;
-    if (has_box)
-      page = min(max(__ldg(pages.page_indices + min(key >> pages.page_shift, static_cast<u32>(pages.entries - 1))), 0),
-                 pages.num_pages - 1);
+  // The table entry of a lane's box (clamped to the table); its page is read one tile ahead.
+  const auto entry_of = [&](u32 paged_key) {
+    return pages.page_indices + min(paged_key >> pages.page_shift, static_cast<u32>(pages.entries - 1));
+  };
+  u32 key = (first << pages.page_shift) + static_cast<u32>(tiles.first_key + lane * kPageBoxRows);
+  int next_page = has_box && kv_uses < end ? __ldg(entry_of(key)) : 0;
+  for (; kv_uses < end; ++kv_uses, key += kBlockN) {
+    const int page = min(max(next_page, 0), pages.num_pages - 1);
+    if (has_box && kv_uses + 1 < end) next_page = __ldg(entry_of(key + kBlockN));
     const u32 stage = kv_uses % kStages, parity = ((kv_uses / kStages) & 1) ^ 1;
     const int slot = static_cast<int>(key & ((1u << pages.page_shift) - 1));
     const u32 offset = stage * kKStageBytes + static_cast<u32>(lane * kPageBoxRows) * 128u;
