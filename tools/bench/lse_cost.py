@@ -14,22 +14,9 @@ import statistics
 import torch
 
 from tsattn import _call
+from timing import median_event_ms
 
 CASES = [(128, "dense"), (128, "causal"), (256, "dense"), (256, "causal")]
-
-
-def median_ms(call, reps: int) -> float:
-    for _ in range(3):
-        call()
-    times = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
 
 
 def main() -> int:
@@ -55,8 +42,8 @@ def main() -> int:
 
         plain, with_lse = [], []
         for _ in range(args.rounds):
-            plain.append(median_ms(call(False), args.reps))
-            with_lse.append(median_ms(call(True), args.reps))
+            plain.append(median_event_ms(call(False), args.reps))
+            with_lse.append(median_event_ms(call(True), args.reps))
         a, b = statistics.median(plain), statistics.median(with_lse)
         print(
             f"d{d} {mask:6s} S{s}: without lse {flop / a / 1e9:6.1f} TFLOP/s ({a:.3f} ms), "

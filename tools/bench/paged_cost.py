@@ -25,22 +25,9 @@ import statistics
 import torch
 
 import tsattn
+from timing import median_event_ms
 
 HQ, HKV, D = 32, 8, 128
-
-
-def median_ms(call, reps: int) -> float:
-    for _ in range(3):
-        call()
-    times = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
 
 
 def batches(rnd: random.Random):
@@ -170,7 +157,7 @@ def main() -> int:
                 for _ in range(args.rounds):
                     for v_name, (mode, call) in variants.items():
                         set_page_reads(mode)
-                        times[v_name].append(median_ms(call, args.reps))
+                        times[v_name].append(median_event_ms(call, args.reps))
                 set_page_reads(None)
                 base = statistics.median(times["contiguous"])
                 for v_name, (mode, call) in variants.items():

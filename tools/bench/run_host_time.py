@@ -4,12 +4,15 @@ and torch's scaled_dot_product_attention on the same causal problem (docs/contra
 run every layer": the target is 15 us per run).
 
 Each variant is called in batches of --batch calls; the GPU is synchronized between batches,
-outside the timed span, so the launch queue never fills and the time is the host's alone. Printed
-per call: the median over --batches batches of the wall time and of the thread's CPU time. No
-variant's time is asserted anywhere; tsattn_bench_host (tools/bench/host_time.cpp) is the C figure.
+outside the timed span, so the launch queue never fills and the time is the host's alone. The
+variants take turns for --rounds rounds (the host's speed drifts over a run, so each round compares
+them at one time). Printed per call: the median over the rounds of each round's median over
+--batches batches, of the wall time and of the thread's CPU time, and each variant's CPU time over
+torch SDPA's in the same round (median and range over the rounds). No variant's time is asserted
+anywhere; tsattn_bench_host (tools/bench/host_time.cpp) is the C figure.
 
 usage: TSATTN_LIBRARY=build/libtsattn.so PYTHONPATH=python python3 tools/bench/run_host_time.py \\
-           [--batches 200] [--batch 50] [--seq 256] [--requests 2] [--heads 32 8] [--json FILE]
+           [--batches 200] [--batch 50] [--rounds 3] [--seq 256] [--requests 2] [--heads 32 8] [--json FILE]
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seq", type=int, default=256, help="Sq = Sk of every request")
     parser.add_argument("--requests", type=int, default=2)
     parser.add_argument("--heads", type=int, nargs=2, default=(32, 8), metavar=("HQ", "HKV"))
@@ -142,13 +146,24 @@ def main() -> int:
         ),
         ("torch SDPA (same fixed problem)", lambda i: F.scaled_dot_product_attention(sq_, sk_, sv_, **sdpa_kwargs)),
     ]
-    print(f"run_host_time: B={b} S={s} Hq={hq} Hkv={hkv} D={d} bf16 causal; {args.batches} batches of {args.batch}")
-    print(f"{'variant':56s} {'wall us/call':>12s} {'cpu us/call':>12s}")
+    print(
+        f"run_host_time: B={b} S={s} Hq={hq} Hkv={hkv} D={d} bf16 causal; {args.rounds} rounds of "
+        f"{args.batches} batches of {args.batch}"
+    )
+    rounds = {name: [] for name, _ in variants}
+    for _ in range(args.rounds):
+        for name, call in variants:
+            rounds[name].append(measure(call, args.batches, args.batch))
+    sdpa = rounds[variants[-1][0]]
+    print(f"{'variant':56s} {'wall us/call':>12s} {'cpu us/call':>12s} {'cpu / SDPA (range)':>22s}")
     results = {}
-    for name, call in variants:
-        wall, cpu = measure(call, args.batches, args.batch)
-        results[name] = {"wall_us": wall, "cpu_us": cpu}
-        print(f"{name:56s} {wall:12.2f} {cpu:12.2f}")
+    for name, _ in variants:
+        wall = statistics.median(w for w, _ in rounds[name])
+        cpu = statistics.median(c for _, c in rounds[name])
+        ratios = [c / s_cpu for (_, c), (_, s_cpu) in zip(rounds[name], sdpa)]
+        results[name] = {"wall_us": wall, "cpu_us": cpu, "rounds": rounds[name], "cpu_over_sdpa": ratios}
+        span = f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+        print(f"{name:56s} {wall:12.2f} {cpu:12.2f} {span:>22s}")
     if args.profile:
         for name, call in variants:
             profile(name, call, args.batch)
