@@ -130,13 +130,12 @@ struct TsattnTmaDescriptor {
 };
 
 // Paged kernels (generated with TSATTN_PAGED_KV 1): K and V stay in their page pools, and k and v
-// map a pool as {d, head, slot, page} with box {64, 1, TSATTN_PAGE_BOX_ROWS, 1}. Key j of request b
-// is slot j % page_size of page page_indices[page_indptr[b] + j / page_size] (page_size =
-// 2^page_shift, a multiple of the box rows, so no box crosses a page). Table values may never have
-// been checked (GPU tables): indptr entries and page-table indices are clamped to [0, entries] and
-// page ids to [0, num_pages), so no load leaves the tables or the pools; the keys themselves come
-// from kv_indptr (the page scan's prefix sums).
-#define TSATTN_PAGE_BOX_ROWS 16
+// map a pool as {d, head, slot, page} with box {64, 1, page_size, 1}: one box is one page. Key j of
+// request b is slot j % page_size of page page_indices[page_indptr[b] + j / page_size] (page_size =
+// 2^page_shift, at most 128 and a divisor of the paged kernels' 128-key tiles, so a tile is whole
+// pages). Table values may never have been checked (GPU tables): indptr entries and page-table
+// indices are clamped to [0, entries] and page ids to [0, num_pages), so no load leaves the tables
+// or the pools; the keys themselves come from kv_indptr (the page scan's prefix sums).
 
 struct TsattnPageTable {
   const int* page_indptr;   // [batch + 1]

@@ -37,11 +37,11 @@ struct RowIndexTensor {
 
 // The keys and values of a paged call whose kernel reads the pages itself (KernelSpec::paged_kv):
 // each pool seen as [page][slot][head][d] (batch_stride: the page stride, token_stride: the slot
-// stride), and the page tables in device memory. A plan's base problem holds only the page size
-// (its pools and tables come with each run).
+// stride), and the page tables in device memory. A plan's base problem holds an empty one: only
+// the fact decides its kernels, and each run brings its pools and tables.
 struct PagedKeys {
   TokenTensor k, v;
-  int64_t num_pages = 0;  // >= 1
+  int64_t num_pages = 0;  // 0: no request has keys (plan/tensor_maps.cpp maps such a pool anyway)
   int64_t page_size = 0;
   const int32_t* page_indptr = nullptr;   // [batch + 1]
   const int32_t* page_indices = nullptr;  // [entries]

@@ -94,8 +94,8 @@ std::optional<std::string> describe(const char* name, const TokenTensor& t, int 
   return std::nullopt;
 }
 
-// The page pools of a paged call: {d, head, slot, page} maps whose boxes of TSATTN_PAGE_BOX_ROWS
-// rows never cross a page, and the tables the kernel looks the pages up in.
+// The page pools of a paged call: {d, head, slot, page} maps whose boxes are whole pages, and the
+// tables the kernel looks the pages up in.
 std::optional<std::string> describe_pages(const Problem& p, cuuint64_t element_bytes, TensorMapPlan& plan) {
   const PagedKeys& pages = *p.paged;
   constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
@@ -107,9 +107,9 @@ std::optional<std::string> describe_pages(const Problem& p, cuuint64_t element_b
   // ever loaded from it; its maps take q's address, which TMA accepts.
   TokenTensor k = pages.k, v = pages.v;
   if (pages.num_pages == 0) k.data = v.data = p.q.data;
-  std::optional<std::string> why =
-      describe("k_cache", k, p.head_dim, pool, TSATTN_PAGE_BOX_ROWS, element_bytes, plan.k);
-  if (!why) why = describe("v_cache", v, p.head_dim, pool, TSATTN_PAGE_BOX_ROWS, element_bytes, plan.v);
+  const int box_rows = static_cast<int>(pages.page_size);  // one box per page
+  std::optional<std::string> why = describe("k_cache", k, p.head_dim, pool, box_rows, element_bytes, plan.k);
+  if (!why) why = describe("v_cache", v, p.head_dim, pool, box_rows, element_bytes, plan.v);
   plan.pages = TsattnPageTable{
       pages.page_indptr, pages.page_indices, static_cast<int>(std::min(pages.entries, kInt32Max)),
       static_cast<int>(std::min(pages.num_pages, kInt32Max)), std::countr_zero(static_cast<uint32_t>(pages.page_size))};

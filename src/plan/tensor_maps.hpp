@@ -9,8 +9,8 @@
 // the sm80 family.
 //
 // Paged calls on a paged kernel (Problem::paged): k and v map the page pools as {d, head, slot,
-// page} with boxes of TSATTN_PAGE_BOX_ROWS rows, so that every box lies in one page and a key tile
-// is whole boxes; maps.pages carries the tables (prefill_params.h, TsattnPageTable).
+// page} with boxes of one page (page_size rows): a paged kernel's 128-key tile is whole pages;
+// maps.pages carries the tables (prefill_params.h, TsattnPageTable).
 //
 // e4m3 inputs: the kernel reads V^T from a per-call workspace (prefill_params.h), so v's map
 // describes that workspace; its base is known only once the workspace exists, and
@@ -36,7 +36,7 @@ struct TensorMapGeometry {
   cuuint64_t dims[4] = {};     // elements, each >= 1
   cuuint64_t strides[3] = {};  // bytes between neighbours along dims 1..3 (dim 0 is contiguous)
   cuuint32_t box[4] = {};      // {128 / element bytes, 1, rows, 1}: rows = BLOCK_M for q, BLOCK_N
-                               // for k and v (pools: TSATTN_PAGE_BOX_ROWS), a warp's 16 for
+                               // for k and v (pools: page_size), a warp's 16 for
                                // out; V^T: {128, D, 1, 1}
 };
 

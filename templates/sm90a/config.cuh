@@ -70,10 +70,9 @@ static_assert(!kPairable || !kE4m3Inputs, "pairs split 16-bit K/V tiles by slab"
 // K and V read from page pools (TsattnPageTable): packed queries, 16-bit K and V tiles.
 constexpr bool kPagedKv = TSATTN_PAGED_KV != 0;
 static_assert(!kPagedKv || (TSATTN_PACKED != 0 && !kE4m3Inputs), "paged kernels: packed layout, 16-bit inputs");
-// Paged K/V tiles load as boxes of 16 rows: every page size (16 to 128) and BLOCK_N is a multiple,
-// so no box crosses a page and a tile is whole boxes, one per lane of the producer warp.
-constexpr int kPageBoxRows = TSATTN_PAGE_BOX_ROWS;
-static_assert(kBlockN % kPageBoxRows == 0 && kBlockN / kPageBoxRows <= 32, "a key tile is at most 32 boxes");
+// Paged K/V tiles load one box per page (TsattnPageTable): 128-key tiles are whole pages of every
+// size (16 to 128), at most 8, one per lane of the producer warp.
+static_assert(!kPagedKv || kBlockN == 128, "paged kernels take 128-key tiles");
 
 // Tiles in shared memory. A slab row is 128 bytes (the swizzle span): 64 16-bit or 128 e4m3
 // elements of the head dim; Q and K tiles are kSlabs slabs of their rows.

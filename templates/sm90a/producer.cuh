@@ -1,6 +1,6 @@
 // sm90a/producer.cuh - the producer warp: one elected lane issues every TMA load of the CTA's
 // items, Q into its buffer and each key tile's K and V into the 2-stage rings. Paged kernels load
-// a key tile as boxes of whole pages' rows instead, one lane per box (load_paged_kv_tiles).
+// a key tile page by page instead, one lane per page (load_paged_kv_tiles).
 #ifndef TSATTN_SM90A_PRODUCER_CUH
 #define TSATTN_SM90A_PRODUCER_CUH
 
@@ -52,13 +52,6 @@ __device__ __forceinline__ int vt_first_column(const WorkItem& item) {
 #endif
 }
 
-// Paged kernels: the K and V tiles of one item, key tile by key tile. Lane b looks up the page of
-// box b (kPageBoxRows keys; TsattnPageTable) a tile ahead, so the table reads overlap the previous
-// tile's waits; then K's tile and V's (load_paged_tile). Keys past
-// the request's end (a tile that crosses it) read whatever page the entries after its own name,
-// clamped to the tables and the pool, as the packed layout reads the next request's rows: their
-// scores are masked and their V rows zeroed (sm90a/mainloop.cuh). Paged kernels are those whose
-// producer keeps 40 registers (codegen/spec_table.cpp). Returns kv_uses past the item's tiles.
 #if TSATTN_PAGED_KV
 // One K or V tile of a paged kernel: the leader claims the stage (its ring's barriers start at
 // full0 / empty0), then every lane with a box loads that box's slabs (in a CTA pair, this CTA's
@@ -80,6 +73,13 @@ __device__ __forceinline__ void load_paged_tile(const TsattnTmaDescriptor& map, 
   }
 }
 
+// Paged kernels: the K and V tiles of one item, key tile by key tile. Lane b looks up page b of the
+// tile (one box: TsattnPageTable) a tile ahead, so the table reads overlap the previous
+// tile's waits; then K's tile and V's (load_paged_tile). Keys past the request's end (a tile that
+// crosses it) read whatever page the entries after its own name, clamped to the tables and the
+// pool, as the packed layout reads the next request's rows: their scores are masked and their V
+// rows zeroed (sm90a/mainloop.cuh). Paged kernels are those whose producer keeps 40 registers
+// (codegen/spec_table.cpp). Returns kv_uses past the item's tiles.
 template <u32 kCtas>
 __device__ __forceinline__ u32 load_paged_kv_tiles(const TsattnPrefillParams& params, const TsattnTensorMaps& maps,
                                                    u32 smem, u32 bars, const WorkItem& item, const KeyTiles& tiles,
@@ -90,21 +90,21 @@ __device__ __forceinline__ u32 load_paged_kv_tiles(const TsattnPrefillParams& pa
   // and its slot the low ones (entries * page_size <= 2^31 leaves room for 2^31 keys in 32 bits:
   // paged_keys_fit in plan/tensor_maps.hpp).
   const u32 first = static_cast<u32>(min(max(__ldg(pages.page_indptr + item.request), 0), pages.entries));
-  const bool has_box = lane < kBlockN / kPageBoxRows && pages.entries > 0;
+  const bool has_box = lane < (kBlockN >> pages.page_shift) && pages.entries > 0;
   static_assert(kKStageBytes == kVStageBytes, "16-bit K and V stages are alike: one offset and byte count");
   const u32 end = kv_uses + static_cast<u32>(tiles.num_tiles);
   // The table entry of a lane's box (clamped to the table); its page is read one tile ahead.
   const auto entry_of = [&](u32 paged_key) {
     return pages.page_indices + min(paged_key >> pages.page_shift, static_cast<u32>(pages.entries - 1));
   };
-  u32 key = (first << pages.page_shift) + static_cast<u32>(tiles.first_key + lane * kPageBoxRows);
+  u32 key = (first << pages.page_shift) + static_cast<u32>(tiles.first_key + (lane << pages.page_shift));
   int next_page = has_box && kv_uses < end ? __ldg(entry_of(key)) : 0;
   for (; kv_uses < end; ++kv_uses, key += kBlockN) {
     const int page = min(max(next_page, 0), pages.num_pages - 1);
     if (has_box && kv_uses + 1 < end) next_page = __ldg(entry_of(key + kBlockN));
     const u32 stage = kv_uses % kStages, parity = ((kv_uses / kStages) & 1) ^ 1;
     const int slot = static_cast<int>(key & ((1u << pages.page_shift) - 1));
-    const u32 offset = stage * kKStageBytes + static_cast<u32>(lane * kPageBoxRows) * 128u;
+    const u32 offset = stage * kKStageBytes + (static_cast<u32>(lane) << pages.page_shift) * 128u;
     // K first, then V, as the consumers release them: V's stage frees a GEMM later.
     load_paged_tile<kCtas>(maps.k, smem + kKOffset + offset, bars, kKFull, kKEmpty, stage, parity, leader, has_box,
                            kv_head, slot, page);

@@ -84,7 +84,7 @@ TEST_SUITE("plan/tensor_maps") {
     check_geometry(plan.k, p.k.data, {256, 1, 19, 1}, {512, 512, 19 * 512}, box16(128));
   }
 
-  TEST_CASE("paged keys: {d, head, slot, page} maps of the pools in 16-row boxes, and the page table") {
+  TEST_CASE("paged keys: {d, head, slot, page} maps of the pools in boxes of one page, and the page table") {
     Problem p = CallBuilder::packed({5, 0, 7}, {9, 3, 7}, 8, 2, 128, TSATTN_DTYPE_BFLOAT16).validate();
     alignas(16) static std::byte k_pool[64], v_pool[64];
     static const int32_t indptr[4] = {}, indices[1] = {};
@@ -101,8 +101,8 @@ TEST_SUITE("plan/tensor_maps") {
     p.paged = pages;
     const TensorMapPlan plan = plan_of(p, 128, 128);
     check_geometry(plan.q, p.q.data, {128, 8, 12, 1}, {256, 8 * 256, 12 * 8 * 256}, box16(128));
-    check_geometry(plan.k, k_pool, {128, 2, 64, 13}, {256, 2 * 256, 80000}, box16(TSATTN_PAGE_BOX_ROWS));
-    check_geometry(plan.v, v_pool, {128, 2, 64, 13}, {64 * 256, 256, 80000}, box16(TSATTN_PAGE_BOX_ROWS));
+    check_geometry(plan.k, k_pool, {128, 2, 64, 13}, {256, 2 * 256, 80000}, box16(64));
+    check_geometry(plan.v, v_pool, {128, 2, 64, 13}, {64 * 256, 256, 80000}, box16(64));
     CHECK(std::string(plan.k.tensor) == "k_cache");
     REQUIRE(plan.pages.has_value());
     CHECK(plan.pages->page_indptr == indptr);
