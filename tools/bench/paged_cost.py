@@ -14,7 +14,8 @@ and layout (NHD, HND) the same keys are written into shuffled pages. The variant
 Every output is compared with the contiguous call's. Prints ms, TFLOP/s (4 * Hq * D * visible
 pairs) and each variant's speed relative to the contiguous call. Needs a GPU.
 
-    python3 tools/bench/paged_cost.py [--reps 20] [--rounds 2] [--no-flex]
+    python3 tools/bench/paged_cost.py [--reps 20] [--rounds 2] [--no-flex] [--batches chunk1k_on_7k]
+        [--page-sizes 128] [--layouts HND]
 """
 
 import argparse
@@ -109,10 +110,15 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-flex", action="store_true")
+    parser.add_argument("--batches", nargs="+", default=["ragged16", "chunk1k_on_7k"])
+    parser.add_argument("--page-sizes", nargs="+", type=int, default=[16, 32, 64, 128])
+    parser.add_argument("--layouts", nargs="+", default=["NHD", "HND"])
     args = parser.parse_args()
     rnd = random.Random(0)
     torch.manual_seed(0)
     for name, lengths in batches(rnd).items():
+        if name not in args.batches:
+            continue
         qo = torch.tensor([0] + [a for a, _ in lengths]).cumsum(0).to(torch.int32).cuda()
         kvp = torch.tensor([0] + [b for _, b in lengths]).cumsum(0).to(torch.int32).cuda()
         q = torch.randn(int(qo[-1]), HQ, D, device="cuda", dtype=torch.bfloat16) * 0.5
@@ -125,8 +131,8 @@ def main() -> int:
             return tsattn.batch_prefill(q, k, v, qo_indptr=qo, kv_indptr=kvp, mask_type="causal", out=out)
 
         want = tsattn.batch_prefill(q, k, v, qo_indptr=qo, kv_indptr=kvp, mask_type="causal").float()
-        for page_size in (16, 32, 64, 128):
-            for layout in ("NHD", "HND"):
+        for page_size in args.page_sizes:
+            for layout in args.layouts:
                 k_cache, v_cache, indptr, indices, last = paged_copy(k, v, kvp, lengths, page_size, layout, rnd)
                 paged_out = torch.empty_like(q)
 
