@@ -307,6 +307,8 @@ def test_cli_runs_from_python():
         "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed.lse",
         "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed",
         "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed.lse",
+        "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed.paged",
+        "prefill.sm90a.sm_90a.d128.bf16_bf16.causal.packed.paged.lse",
         "merge.sm_90a.bf16",
         "gather_pages.sm_90a",
     ]

@@ -1,6 +1,6 @@
 """tools/dev/sass_compare.py on real cubins: a directory against itself, a missing kernel, and two
 kernels whose machine code was swapped. Needs the build tree's tsattn CLI (NVRTC compiles llama3's
-eight kernels and its merge module, no GPU) and cuobjdump."""
+twelve modules: ten kernels, its merge and page gather modules; no GPU) and cuobjdump."""
 
 import shutil
 import struct
@@ -42,7 +42,7 @@ def compare(before: Path, after: Path):
 def test_a_directory_against_itself_is_identical(precompiled):
     code, out = compare(precompiled, precompiled)
     assert code == 0, out
-    assert out.splitlines()[0] == "10 kernels with identical SASS, 0 different, 0 in only one directory"
+    assert out.splitlines()[0] == "12 kernels with identical SASS, 0 different, 0 in only one directory"
 
 
 def test_a_missing_kernel_fails(precompiled, tmp_path):
@@ -72,5 +72,5 @@ def test_different_machine_code_under_the_same_name_fails(precompiled, tmp_path)
     fixed.write_bytes(bytes(data))
     code, out = compare(precompiled, after)
     assert code == 1
-    assert "9 kernels with identical SASS, 1 different" in out
+    assert "11 kernels with identical SASS, 1 different" in out
     assert "SASS differs: prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed" in out
