@@ -218,7 +218,8 @@ class BatchPrefillTSWrapper:
 class BatchPrefillPagedTSWrapper:
     """``BatchPrefillTSWrapper`` for a paged KV cache (docs/paged_kv.md): ``plan()`` fixes the
     settings, the capacities (batch size, per-request query and key counts), the page size and the
-    layout, and owns the workspace the pages are gathered into; ``run()`` then only launches, on
+    layout, and owns the workspace of its page tables (and, where the kernel cannot read pages, of
+    the keys gathered from them: docs/paged_kv.md, "Memory"); ``run()`` then only launches, on
     torch's current stream. Within the capacities a run needs no re-plan; outside them it is a
     ValueError (``validate=True``) or clamped on the device (``validate=False``). With the tables on
     the GPU a run allocates nothing, never waits for the device and can be captured in a CUDA graph.
