@@ -44,9 +44,9 @@ struct KernelSpec {
   // request's last key tile is a large share of a short request's keys (plan/short_keys.hpp).
   bool short_keys = false;
   // The variant that reads K and V from page pools through the page tables (TsattnPageTable in
-  // prefill_params.h) instead of packed tensors: sm90a, packed layout, 16-bit inputs
-  // (has_paged_kv_variant() in spec_table.hpp). Paged calls run it where it exists; elsewhere they
-  // gather the pages into packed K and V first.
+  // prefill_params.h) instead of packed tensors: sm90a, packed layout, D128, 16-bit inputs, 128-key
+  // tiles (has_paged_kv_variant() in spec_table.hpp). Paged calls run it where it exists; elsewhere
+  // they gather the pages into packed K and V first.
   bool paged_kv = false;
 
   bool operator==(const KernelSpec&) const = default;

@@ -91,8 +91,8 @@ constexpr bool short_keys_variant_exists(const KernelSpec& spec) {
 }
 
 // The paged variants (has_paged_kv_variant): sm90a packed D128 kernels of 16-bit inputs and at
-// most 128-key tiles (dense: the short-key variant). Their producer warp looks each box's page up
-// (templates/sm90a/producer.cuh) with the 40 registers such kernels give it; the 24 of 160-key
+// most 128-key tiles (dense: the short-key variant). Their producer warp looks each page of a tile
+// up (templates/sm90a/producer.cuh) with the 40 registers such kernels give it; the 24 of 160-key
 // and D256 kernels spilled there. e4m3 V is read as V^T from a transposed copy. Paged calls of
 // every other kind gather the pages first (docs/decisions.md, paged_kv).
 constexpr bool paged_kv_variant_exists(const KernelSpec& spec) {
