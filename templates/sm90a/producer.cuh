@@ -19,8 +19,9 @@ __device__ __forceinline__ u32 claim_stage(u32 bars, u32 full0, u32 empty0, u32 
 }
 
 // One K (or 16-bit V) tile, keys token .. token + BLOCK_N - 1 of a {d, head, token, batch} map:
-// D / kSlabElements boxes of kSlabElements x BLOCK_N. In a CTA pair this CTA loads the slabs s
-// with s % 2 == its rank, into both CTAs.
+// D / kSlabElements boxes of kSlabElements x BLOCK_N (paged kernels: one page of a {d, head, slot,
+// page} map, the box a page's rows). In a CTA pair this CTA loads the slabs s with s % 2 == its
+// rank, into both CTAs.
 template <u32 kCtas>
 __device__ __forceinline__ void load_kv_tile(const TsattnTmaDescriptor& map, u32 dst, u32 full_bar, int kv_head,
                                              int token, int batch) {
@@ -62,15 +63,7 @@ __device__ __forceinline__ void load_paged_tile(const TsattnTmaDescriptor& map, 
                                                 int kv_head, int slot, int page) {
   if (leader) claim_stage(bars, full0, empty0, stage, parity, kKStageBytes);
   __syncwarp();  // the stage is free before any lane loads into it
-  if (!has_box) return;
-  const u32 full = bars + 8 * (full0 + stage);
-#pragma unroll
-  for (int s = 0; s < kSlabs; ++s) {
-    if constexpr (kCtas == 1)
-      tma_load_4d(dst + s * kKvSlabBytes, map, full, kSlabElements * s, kv_head, slot, page);
-    else if (s % 2 == static_cast<int>(cluster_ctarank()))
-      tma_load_4d_multicast(dst + s * kKvSlabBytes, map, full, kSlabElements * s, kv_head, slot, page, 0x3);
-  }
+  if (has_box) load_kv_tile<kCtas>(map, dst, bars + 8 * (full0 + stage), kv_head, slot, page);  // {slot, page}
 }
 
 // Paged kernels: the K and V tiles of one item, key tile by key tile. Lane b looks up page b of the
