@@ -169,6 +169,20 @@ std::optional<std::string> describe_transposed_v(const Problem& p, TransposedV& 
   return std::nullopt;
 }
 
+// k and v of the packed or fixed layout, rows of BLOCK_N keys; for e4m3 inputs v is read as V^T
+// from a workspace instead (v itself is read by the transpose kernel with plain 16-byte loads, the
+// contract's alignment).
+std::optional<std::string> describe_packed_kv(const Problem& p, int block_n, cuuint64_t element_bytes,
+                                              TensorMapPlan& plan) {
+  std::optional<std::string> why = describe("k", p.k, p.head_dim, kv_extents(p), block_n, element_bytes, plan.k);
+  if (why) return why;
+  if (p.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN) {
+    plan.transposed_v.emplace();
+    return describe_transposed_v(p, *plan.transposed_v);
+  }
+  return describe("v", p.v, p.head_dim, kv_extents(p), block_n, element_bytes, plan.v);
+}
+
 std::optional<std::string> encode_one(const driver::Api& cu, CUtensorMapDataType type, const TensorMapGeometry& g,
                                       TsattnTmaDescriptor& out) {
   CUtensorMap map;
@@ -204,24 +218,11 @@ bool paged_keys_fit(int64_t entries, int64_t page_size) {
 TensorMapPlanOrReason plan_tensor_maps(const Problem& p, const MapShape& shape) {
   TensorMapPlanOrReason result;
   TensorMapPlan plan;
-  const bool e4m3 = p.input_dtype == TSATTN_DTYPE_FLOAT8_E4M3FN;
   plan.data_type = map_data_type(p.input_dtype);
   const auto element_bytes = static_cast<cuuint64_t>(dtype_size(p.input_dtype));
   std::optional<std::string> why = describe("q", p.q, p.head_dim, q_extents(p), shape.block_m, element_bytes, plan.q);
-  if (!why && p.paged) {
-    why = describe_pages(p, element_bytes, plan);
-  } else if (!why) {
-    why = describe("k", p.k, p.head_dim, kv_extents(p), shape.block_n, element_bytes, plan.k);
-  }
-  if (!why && !p.paged) {
-    if (e4m3) {
-      // v itself is read by the transpose kernel with plain 16-byte loads (the contract's alignment).
-      plan.transposed_v.emplace();
-      why = describe_transposed_v(p, *plan.transposed_v);
-    } else {
-      why = describe("v", p.v, p.head_dim, kv_extents(p), shape.block_n, element_bytes, plan.v);
-    }
-  }
+  if (!why)
+    why = p.paged ? describe_pages(p, element_bytes, plan) : describe_packed_kv(p, shape.block_n, element_bytes, plan);
   if (!why) why = check_output(p, shape.out_store_bytes);
   if (!why && shape.out_map) {
     plan.out.emplace();
