@@ -62,7 +62,12 @@ Arch device_arch(const driver::DeviceInfo& device) {
   return *arch;
 }
 
-bool reads_pages_directly(const driver::DeviceInfo& device, Arch arch, tsattn_dtype input_dtype, int head_dim) {
+// Pages of 16 keys take eight boxes per key tile and slab: there the gather, then the packed kernel,
+// is the faster of the two (docs/decisions.md, paged_kv).
+constexpr int64_t kSmallestPagesReadInKernel = 32;
+
+bool reads_pages_directly(const driver::DeviceInfo& device, Arch arch, tsattn_dtype input_dtype, int head_dim,
+                          int64_t page_size) {
   KernelSpec spec;  // the causal kernel: every mask of a paged call has a paged variant or none
   spec.family = choose_family(device);
   spec.arch = arch;
@@ -70,7 +75,9 @@ bool reads_pages_directly(const driver::DeviceInfo& device, Arch arch, tsattn_dt
   spec.head_dim = head_dim;
   spec.input_dtype = spec.output_dtype = input_dtype;
   spec.layout = Layout::packed;
-  return has_paged_kv_variant(spec) && knob_string(Knob::paged_kv) != "gather";
+  const std::string mode = knob_string(Knob::paged_kv);
+  return has_paged_kv_variant(spec) &&
+         (mode == "kernel" || (mode == "auto" && page_size >= kSmallestPagesReadInKernel));
 }
 
 KernelChoice choose_spec(const Problem& p, const driver::DeviceInfo& device, Arch arch, bool lse, bool short_keys) {

@@ -40,11 +40,12 @@ Arch device_arch(const driver::DeviceInfo& device);
 KernelChoice choose_spec(const Problem& p, const driver::DeviceInfo& device, Arch arch, bool lse,
                          bool short_keys = false);
 
-// Whether paged calls of this input dtype and head dim run a paged variant on `device` (its
-// family's table has them, has_paged_kv_variant, and TSATTN_PAGED_KV is not "gather"), which reads
-// the pages itself; otherwise the call gathers the pages into packed K and V and runs the packed
-// kernel over them.
-bool reads_pages_directly(const driver::DeviceInfo& device, Arch arch, tsattn_dtype input_dtype, int head_dim);
+// Whether paged calls of this input dtype, head dim and page size run a paged variant on `device`,
+// which reads the pages itself: its family's table has them (has_paged_kv_variant), and
+// TSATTN_PAGED_KV is "kernel", or "auto" with pages of at least kSmallestPagesReadInKernel keys.
+// Otherwise the call gathers the pages into packed K and V and runs the packed kernel over them.
+bool reads_pages_directly(const driver::DeviceInfo& device, Arch arch, tsattn_dtype input_dtype, int head_dim,
+                          int64_t page_size);
 
 // How an sm90a choice reads and writes, for plan_tensor_maps().
 MapShape map_shape(const KernelChoice& choice);

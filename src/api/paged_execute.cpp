@@ -41,9 +41,9 @@ const char* execute_paged(const PagedArguments& args) {
   const PagePool& pool = kv.pools.k;
   // A paged kernel reads the pages itself: the workspace holds the tables, the scan's kv_indptr and
   // one stand-in row of K and V (GatheredViews), no copy of the keys.
-  const bool direct =
-      reads_pages_directly(scope.device(), device_arch(scope.device()), pool.dtype, static_cast<int>(pool.head_dim)) &&
-      paged_keys_fit(kv.tables_on_host ? entries : kv.device.entries, args.page_size);
+  const bool direct = reads_pages_directly(scope.device(), device_arch(scope.device()), pool.dtype,
+                                           static_cast<int>(pool.head_dim), args.page_size) &&
+                      paged_keys_fit(kv.tables_on_host ? entries : kv.device.entries, args.page_size);
   const int64_t row_bytes = pool.num_kv_heads * pool.head_dim * dtype_size(pool.dtype);
   const GatherWorkspace w = gather_workspace({kv.batch, entries, direct ? 1 : key_rows, row_bytes});
   const driver::StreamBuffer workspace(w.bytes, stream, kv.device_id);

@@ -11,7 +11,7 @@
 namespace tsattn {
 
 PagedPrefillPlan::PagedPrefillPlan(const tsattn_paged_prefill_plan_options* options)
-    : options_(check_paged_plan_options(options)), attention_(&options_.attention, true) {
+    : options_(check_paged_plan_options(options)), attention_(&options_.attention, options_.page_size) {
   const Capacity& c = attention_.settings().capacity;
   const driver::CurrentContext current(attention_.context());
   gather_ = &load_gather(attention_.context(), device_arch(driver::device_info(attention_.settings().base.device_id)));

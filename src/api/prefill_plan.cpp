@@ -16,7 +16,7 @@
 
 namespace tsattn {
 
-PrefillPlan::PrefillPlan(const tsattn_prefill_plan_options* options, bool paged)
+PrefillPlan::PrefillPlan(const tsattn_prefill_plan_options* options, std::optional<int64_t> page_size)
     : settings_(check_plan_options(options)) {
   const Problem& base = settings_.base;
   const Capacity& capacity = settings_.capacity;
@@ -25,7 +25,7 @@ PrefillPlan::PrefillPlan(const tsattn_prefill_plan_options* options, bool paged)
   const driver::DeviceInfo& device = scope.device();
   multiprocessors_ = device.multiprocessors;
   // Only the fact counts for the spec: each run brings its pools and tables.
-  if (paged && reads_pages_directly(device, device_arch(device), base.input_dtype, base.head_dim))
+  if (page_size && reads_pages_directly(device, device_arch(device), base.input_dtype, base.head_dim, *page_size))
     settings_.base.paged.emplace();
   // The choices of the one-shot call for the same settings, without and with lse (base holds the
   // largest shape; the spec depends on none of it), and for a spec with a short-key variant the

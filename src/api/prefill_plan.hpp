@@ -43,10 +43,10 @@ class PrefillPlan {
  public:
   // Checks the options, loads both kernels (compiling them if needed) and allocates the workspace
   // in the device's current context (the primary one when the thread has none on that device).
-  // `paged`: the attention of a paged plan, which takes the paged variants where the device's family
-  // has them (reads_pages_directly; reads_pages() then says so, and every run's problem carries
-  // its pools and tables in Problem::paged).
-  explicit PrefillPlan(const tsattn_prefill_plan_options* options, bool paged = false);
+  // `page_size` (paged plans only): the attention of a paged plan, which takes the paged variants
+  // where reads_pages_directly says so for its pages (reads_pages() then says so, and every run's
+  // problem carries its pools and tables in Problem::paged).
+  explicit PrefillPlan(const tsattn_prefill_plan_options* options, std::optional<int64_t> page_size = std::nullopt);
   // Frees the workspace and the staging in the plan's context (cuMemFree waits for the device).
   ~PrefillPlan();
   PrefillPlan(const PrefillPlan&) = delete;

@@ -30,7 +30,7 @@ constexpr std::array<std::string_view, 3> kWorkOrders = {"auto", "static", "dyna
 constexpr std::array<std::string_view, 3> kSplitTails = {"auto", "off", "on"};
 constexpr std::array<std::string_view, 3> kCtaPairs = {"auto", "off", "on"};
 constexpr std::array<std::string_view, 3> kShortKeys = {"auto", "off", "on"};
-constexpr std::array<std::string_view, 2> kPagedKv = {"auto", "gather"};
+constexpr std::array<std::string_view, 3> kPagedKv = {"auto", "gather", "kernel"};
 
 using enum KnobType;
 
@@ -117,8 +117,9 @@ constexpr std::array kKnobs = {
              "where it pads less key work, by 3% or more; on: always; off: never)",
              false, kShortKeys},
     KnobInfo{Knob::paged_kv, "TSATTN_PAGED_KV", enumeration, "auto",
-             "how paged calls read the KV cache (auto: sm90a 16-bit kernels read the pages through TMA, other "
-             "kernels get the pages gathered into packed K and V first; gather: always gather)",
+             "how paged calls read the KV cache (auto: sm90a 16-bit D128 kernels read pages of 32 keys or more "
+             "through TMA, other calls get the pages gathered into packed K and V first; gather: always gather; "
+             "kernel: the kernel reads pages of every size wherever it can)",
              false, kPagedKv},
     KnobInfo{Knob::library,
              "TSATTN_LIBRARY",

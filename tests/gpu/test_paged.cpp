@@ -443,7 +443,7 @@ TEST_SUITE("gpu/paged") {
             if (rng() % 2 == 0) c.input = TSATTN_DTYPE_FLOAT16;
             PagedData data(c, rng);
             INFO(c.describe());
-            env.set("TSATTN_PAGED_KV", nullptr);
+            env.set("TSATTN_PAGED_KV", "kernel");
             data.poison();
             REQUIRE_NOTHROW(data.one_shot(false));
             const std::string paged_kernel = last_kernel_name();
@@ -463,6 +463,10 @@ TEST_SUITE("gpu/paged") {
             REQUIRE(layout_end < expected.size() + 1);
             if (hopper && head_dim == 128) expected.insert(layout_end, ".paged");
             CHECK(paged_kernel == expected);
+            // By default pages of 16 keys are gathered: the faster way for them.
+            env.set("TSATTN_PAGED_KV", nullptr);
+            REQUIRE_NOTHROW(data.one_shot(false));
+            CHECK(last_kernel_name() == (page_size >= 32 ? expected : gathered_kernel));
           }
   }
 

@@ -3,7 +3,7 @@
 
 For each case (B1, S8K, 32/8 heads, bf16; D128 and D256, dense and causal) the two variants
 alternate for several rounds; each round times `--reps` calls with CUDA events (median) after a
-warm-up. Prints TFLOP/s (4 * Hq * D * visible pairs) and the ratio with/without. Needs a GPU.
+warm-up, queued behind a GPU sleep so that host time stays out. Prints TFLOP/s (4 * Hq * D * visible pairs) and the ratio with/without. Needs a GPU.
 
     python3 tools/bench/lse_cost.py [--reps 30] [--rounds 3]
 """

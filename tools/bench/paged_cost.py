@@ -5,7 +5,8 @@ Two batches (bf16, 32/8 heads, D128, causal, lengths from a fixed seed): "ragged
 256-4096 new tokens, and "chunk1k_on_7k", 4 requests of 1K new tokens on 7K cached (queries are the
 last 1K of 8K keys, as in chunked prefill over a prefix cache). For each page size (16, 32, 64, 128)
 and layout (NHD, HND) the same keys are written into shuffled pages. The variants alternate for
-`--rounds` rounds; each round times `--reps` calls with CUDA events (median):
+`--rounds` rounds; each round times `--reps` calls with CUDA events (median), queued behind a GPU
+sleep so that host time stays out:
   contiguous   batch_prefill on packed K/V with GPU indptrs;
   paged        batch_prefill_with_paged_kv_cache with GPU tables (the kernel reads the pages);
   gather       the same with TSATTN_PAGED_KV=gather (pages gathered into packed K/V first);

@@ -93,17 +93,7 @@ def time_stats(times: Sequence[float]) -> dict:
 
 
 def median_event_ms(call: Callable[[], object], reps: int, warmup: int = 3) -> float:
-    """The median of `reps` calls, each timed alone with CUDA events after `warmup` calls: the
-    single-question scripts' timer (lse_cost.py, paged_cost.py), where the variants alternate in
-    rounds instead."""
-    for _ in range(warmup):
-        call()
-    times = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+    """The median of `reps` calls' CUDA-event times after `warmup` calls, the calls queued behind a
+    GPU sleep (cuda_timer), so the figure is the GPU's time and not the host's: the single-question
+    scripts' timer (lse_cost.py, paged_cost.py), where the variants alternate in rounds instead."""
+    return statistics.median(cuda_timer(lambda _: call(), 1, warmup, reps, torch.device("cuda")))

@@ -60,11 +60,12 @@ for step in "${steps[@]}"; do
       # Plans: runs within and beyond their capacities, the device-planned lists of packed runs.
       run_step memcheck-plan memcheck_plan.log timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
         build/tsattn_tests -ts='gpu/prefill_plan' -tc='validate*,one plan serves*,packed runs*'
-      # Paged calls: the gather (scan and copy) under bad GPU tables, capacities and graph replays.
+      # Paged calls: the gather (scan and copy) under bad GPU tables, capacities and graph replays,
+      # and the sm90a kernels that read the pages in place.
       run_step memcheck-paged memcheck_paged.log timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        build/tsattn_tests -ts='gpu/paged' -tc='bad GPU tables*,validate*,a CUDA graph*,every dtype pair*'
-      run_step racecheck-paged racecheck_paged.log timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 \
-        build/tsattn_tests -ts='gpu/paged' -tc='bad GPU tables*,a plan*' ;;
+        build/tsattn_tests -ts='gpu/paged' -tc='bad GPU tables*,validate*,a CUDA graph*,every dtype pair*,sm90a*'
+      run_step racecheck-paged racecheck_paged.log timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 \
+        build/tsattn_tests -ts='gpu/paged' -tc='bad GPU tables*,a plan*,sm90a*' ;;
     demo)
       for preset in llama3-8b gemma-window ragged; do
         run_step "run:$preset" "run_$preset.log" build/tsattn run --preset "$preset"
