@@ -8,7 +8,8 @@ and layout (NHD, HND) the same keys are written into shuffled pages. The variant
 `--rounds` rounds; each round times `--reps` calls with CUDA events (median), queued behind a GPU
 sleep so that host time stays out:
   contiguous   batch_prefill on packed K/V with GPU indptrs;
-  paged        batch_prefill_with_paged_kv_cache with GPU tables (the kernel reads the pages);
+  default      batch_prefill_with_paged_kv_cache with GPU tables, as the library chooses;
+  kernel       the same with TSATTN_PAGED_KV=kernel (the paged kernel reads the pages);
   gather       the same with TSATTN_PAGED_KV=gather (pages gathered into packed K/V first);
   flex         FlexAttention over torch's PagedAttention cache (chunk batch, HND, 128-key pages: its
                kernels take blocks of 128 keys, one page per block).
@@ -152,7 +153,12 @@ def main() -> int:
                         out=paged_out,
                     )
 
-                variants = {"contiguous": (None, contiguous), "paged": (None, paged), "gather": ("gather", paged)}
+                variants = {
+                    "contiguous": (None, contiguous),
+                    "default": (None, paged),
+                    "kernel": ("kernel", paged),
+                    "gather": ("gather", paged),
+                }
                 if not args.no_flex and name == "chunk1k_on_7k" and layout == "HND" and page_size == 128:
                     try:
                         flex = flex_call(q, k, v, lengths, page_size)
