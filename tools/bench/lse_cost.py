@@ -2,8 +2,11 @@
 """The cost of the log-sum-exp output: one-shot calls with and without lse, same library, same run.
 
 For each case (B1, S8K, 32/8 heads, bf16; D128 and D256, dense and causal) the two variants
-alternate for several rounds; each round times `--reps` calls with CUDA events (median) after a
-warm-up, queued behind a GPU sleep so that host time stays out. Prints TFLOP/s (4 * Hq * D * visible pairs) and the ratio with/without. Needs a GPU.
+alternate for several rounds, which of them goes first alternating too; each round times `--reps`
+calls of each with CUDA events (median) after a warm-up, queued behind a GPU sleep so that host
+time stays out. Prints TFLOP/s (4 * Hq * D * visible pairs, medians over the rounds) and the ratio
+with/without: the median of the rounds' own ratios, with their range (the clocks drift between
+rounds more than within one). Needs a GPU.
 
     python3 tools/bench/lse_cost.py [--reps 30] [--rounds 3]
 """
@@ -41,14 +44,16 @@ def main() -> int:
             )
 
         plain, with_lse = [], []
-        for _ in range(args.rounds):
-            plain.append(median_event_ms(call(False), args.reps))
-            with_lse.append(median_event_ms(call(True), args.reps))
+        for r in range(args.rounds):
+            for lse_on in (r % 2 == 1, r % 2 == 0):
+                (with_lse if lse_on else plain).append(median_event_ms(call(lse_on), args.reps))
         a, b = statistics.median(plain), statistics.median(with_lse)
+        ratios = [x / y for x, y in zip(plain, with_lse)]
         print(
             f"d{d} {mask:6s} S{s}: without lse {flop / a / 1e9:6.1f} TFLOP/s ({a:.3f} ms), "
-            f"with lse {flop / b / 1e9:6.1f} TFLOP/s ({b:.3f} ms): with/without {a / b:.4f} "
-            f"(rounds without {['%.3f' % x for x in plain]}, with {['%.3f' % x for x in with_lse]})"
+            f"with lse {flop / b / 1e9:6.1f} TFLOP/s ({b:.3f} ms): with/without {statistics.median(ratios):.4f} "
+            f"(rounds {min(ratios):.4f}-{max(ratios):.4f}; without {['%.3f' % x for x in plain]}, "
+            f"with {['%.3f' % x for x in with_lse]})"
         )
     return 0
 
