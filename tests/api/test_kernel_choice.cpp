@@ -1,10 +1,11 @@
 // test_kernel_choice.cpp - which kernel a call runs, without a GPU: the kernel that writes the
 // log-sum-exp output exactly when the call passes one, on both families, and nothing else of the
-// spec changes with it.
+// spec changes with it; which paged calls read their pages in the kernel.
 #include <doctest/doctest.h>
 
 #include "api/call_builder.hpp"
 #include "api/kernel_choice.hpp"
+#include "support/scoped_env.hpp"
 
 namespace tsattn::test {
 namespace {
@@ -69,6 +70,25 @@ TEST_SUITE("api/kernel_choice") {
     CHECK(a.out_store_bytes == b.out_store_bytes);
     CHECK(a.out_map == b.out_map);
     CHECK(transposes_v(plain.spec) == transposes_v(lse.spec));
+  }
+
+  TEST_CASE("paged calls: Hopper 16-bit D128 kernels read pages of 32 keys or more, TSATTN_PAGED_KV overrides") {
+    const driver::DeviceInfo hopper = device_of(9), ampere = device_of(8);
+    testing::ScopedEnv env;
+    for (const char* mode : {"auto", "kernel", "gather"}) {
+      env.set("TSATTN_PAGED_KV", mode);
+      for (int64_t page_size : {16, 32, 64, 128}) {
+        CAPTURE(mode);
+        CAPTURE(page_size);
+        const bool kernel_reads = std::string(mode) == "kernel" || (std::string(mode) == "auto" && page_size >= 32);
+        for (tsattn_dtype dtype : {TSATTN_DTYPE_BFLOAT16, TSATTN_DTYPE_FLOAT16})
+          CHECK(reads_pages_directly(hopper, Arch::sm_90a, dtype, 128, page_size) == kernel_reads);
+        // No paged variant: the gather, whatever the knob says.
+        CHECK_FALSE(reads_pages_directly(hopper, Arch::sm_90a, TSATTN_DTYPE_BFLOAT16, 256, page_size));
+        CHECK_FALSE(reads_pages_directly(hopper, Arch::sm_90a, TSATTN_DTYPE_FLOAT8_E4M3FN, 128, page_size));
+        CHECK_FALSE(reads_pages_directly(ampere, Arch::sm_80, TSATTN_DTYPE_BFLOAT16, 128, page_size));
+      }
+    }
   }
 }
 
