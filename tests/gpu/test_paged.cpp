@@ -296,6 +296,16 @@ std::vector<RequestLengths> random_requests(tsattn_mask_type mask, std::mt19937_
   return requests;
 }
 
+// Runs the rest of the test case twice (doctest subcases): with the paged kernels reading the pages
+// wherever the device has them, at every page size (TSATTN_PAGED_KV=kernel), and with the pages
+// gathered first.
+void each_way_of_reading_pages(testing::ScopedEnv& env) {
+  const char* mode = "gather";
+  SUBCASE("TSATTN_PAGED_KV=kernel") { mode = "kernel"; }
+  SUBCASE("TSATTN_PAGED_KV=gather") { mode = "gather"; }
+  env.set("TSATTN_PAGED_KV", mode);
+}
+
 TEST_SUITE("gpu/paged") {
   TEST_CASE("paged calls match the oracle: every mask, layout, page size, pool style, host and GPU tables") {
     TSATTN_REQUIRE_GPU();
@@ -472,6 +482,8 @@ TEST_SUITE("gpu/paged") {
 
   TEST_CASE("validate: runs beyond the plan's capacities are errors, or clamped without a fault") {
     TSATTN_REQUIRE_GPU();
+    testing::ScopedEnv env;
+    each_way_of_reading_pages(env);
     std::mt19937_64 rng(test_seed());
     PagedCase c;
     c.requests = {{2, 301}, {1, 5}, {1, 5}, {1, 5}, {1, 5}};
@@ -494,6 +506,8 @@ TEST_SUITE("gpu/paged") {
 
   TEST_CASE("a CUDA graph of a run replays with a changed page table") {
     TSATTN_REQUIRE_GPU();
+    testing::ScopedEnv env;
+    each_way_of_reading_pages(env);
     std::mt19937_64 rng(test_seed());
     PagedCase c;
     c.requests = {{20, 90}, {0, 0}, {64, 64}, {1, 129}};
@@ -553,6 +567,8 @@ TEST_SUITE("gpu/paged") {
 
   TEST_CASE("bad GPU tables are clamped: no fault, the other requests unaffected") {
     TSATTN_REQUIRE_GPU();
+    testing::ScopedEnv env;
+    each_way_of_reading_pages(env);
     std::mt19937_64 rng(test_seed());
     PagedCase c;
     c.requests = {{30, 70}, {20, 40}, {40, 129}};
