@@ -2,12 +2,15 @@
 # gpu_check.sh - every GPU check in one run, for the lent H200 (or any CUDA machine).
 #
 # Builds nothing: it runs what `tools/dev/gpu_prepare.sh` built and precompiled on a machine without a
-# GPU (carry build/ to the GPU machine). Results go under $OUT (default: gpu-results/): one log
-# per step (steps.log holds them all, in order, for tools that bring back few files), bench/ for
-# the benchmark, and a short table last on stdout.
+# GPU (carry build/ to the GPU machine), or, with the step `precompile` first, what that machine
+# precompiles itself from the carried build (faster there than on a 2-core build machine). Results go
+# under $OUT (default: gpu-results/): one log per step (steps.log holds them all, in order, for tools
+# that bring back few files), bench/ for the benchmark, and a short table last on stdout.
 #   usage: tools/dev/gpu_check.sh [step ...]
-#   steps: env blocks tests sanitizer demo deploy python wheel bench host serving cp
-#   (default: all but wheel, bench, host, serving and cp)
+#   steps: precompile env blocks tests sanitizer demo deploy python wheel bench host serving cp
+#   (default: all but precompile, wheel, bench, host, serving and cp)
+# Two instances with different $OUT may run at once on one GPU (after `precompile`), e.g.
+# `env blocks tests sanitizer` beside `demo deploy python`: no step times anything.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${OUT:-$repo/gpu-results}"
@@ -35,6 +38,14 @@ run_step() {  # name, log file, command...
 
 for step in "${steps[@]}"; do
   case "$step" in
+    precompile)
+      # What gpu_prepare.sh precompiles, on this machine's cores.
+      run_step precompile precompile.log bash -c '
+        set -e
+        build/tsattn precompile --manifest default --arch sm_90a --out build/aot-cache -j "$(nproc)"
+        for m in llama3 gemma; do
+          build/tsattn precompile --manifest "cache/manifests/$m.json" --arch sm_90a --out build/deploy-cache -j "$(nproc)"
+        done' ;;
     env)
       run_step env env.log bash -c 'nvidia-smi; build/tsattn --version; build/tsattn env' ;;
     blocks)
