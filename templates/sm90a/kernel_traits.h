@@ -142,11 +142,12 @@ TSATTN_HOST_DEVICE constexpr Traits traits_for(const SpecAxes& a) {
   // Per consumer thread: O (D / 2 floats), then m[2] and l[2]; 256 consumer threads.
   t.split_partial_bytes = t.split_tail ? (a.head_dim / 2 + 4) * 256 * 4 : 0;
 
-  // 16-bit tiles split into 2 or 4 slabs of 128 bytes, one half per CTA of a pair; an e4m3 K row
-  // is one slab at D128. Pairs along query tiles walk the union of both tiles' key ranges, at
-  // most one extra key tile for dense and plain causal masks.
+  // 16-bit D128 tiles split into 2 slabs of 128 bytes, one per CTA of a pair; an e4m3 K row is
+  // one slab. D256 kernels run unpaired: their pairs, in static order, hung or left rows unwritten
+  // under repeated calls (docs/decisions.md, `pairable`). Pairs along query tiles walk the union
+  // of both tiles' key ranges, at most one extra key tile for dense and plain causal masks.
   const int slabs = a.head_dim * dtype_bytes(a.input_dtype) / 128;
-  t.pairable = !e4m3 && slabs % 2 == 0;
+  t.pairable = !e4m3 && a.head_dim == 128 && slabs % 2 == 0;
   t.tile_pairable = t.pairable && a.mask != kMaskVariableWindow && !a.window;
 
   // Shared memory: Q, the K and V rings, O's own buffer, the barriers (17 with the scheduler's

@@ -115,10 +115,9 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, const
         writes = merge_split_parts<kCtas>(params, tiles.first_key != 0, o, rows, t + 128 * consumer);
     }
     if (writes) {
-      write_output(params, maps, item, o, rows, row_in_tile, c, staged, kOutputInQ ? q_buffer : smem + kOOffset);
 #if TSATTN_LSE
-      // The rows' log-sum-exp after write_output, not inside it: there the e4m3 D256 causal packed
-      // kernels spilled.
+      // The rows' log-sum-exp before write_output, not inside or after it: there ptxas scheduled
+      // the lse kernels' key loop apart from their twins' (docs/decisions.md, lse).
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = item.q_tile * kBlockM + row_in_tile + 8 * h;
@@ -126,6 +125,7 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, const
                       item.head, c);
       }
 #endif
+      write_output(params, maps, item, o, rows, row_in_tile, c, staged, kOutputInQ ? q_buffer : smem + kOOffset);
     }
     if (kOutputInQ && staged) mbarrier_arrive(bars + 8 * (kQEmpty + qb));  // O read back: Q's buffer is free
   }
@@ -224,13 +224,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
 #define TSATTN_SM90A_CONCAT_(a, b) a##b
 #define TSATTN_SM90A_CONCAT(a, b) TSATTN_SM90A_CONCAT_(a, b)
-#if TSATTN_INPUT_DTYPE != TSATTN_DTYPE_CODE_E4M3
-// The CTA-pairs kernel (kPairable: 16-bit inputs). The host launches it only with a cluster
+#if TSATTN_INPUT_DTYPE != TSATTN_DTYPE_CODE_E4M3 && TSATTN_HEAD_DIM == 128
+// The CTA-pairs kernel (kPairable: 16-bit D128 inputs). The host launches it only with a cluster
 // dimension of 2 (cuLaunchKernelEx); launched without, every CTA would wait for a missing peer.
 extern "C" __global__ void __launch_bounds__(384, 1)
     TSATTN_SM90A_CONCAT(TSATTN_KERNEL_NAME, _pairs)(const __grid_constant__ TsattnPrefillParams params,
                                                     const __grid_constant__ TsattnTensorMaps maps) {
-  static_assert(tsattn_dev::sm90a::kPairable, "pairs split 16-bit K/V tiles by slab");
+  static_assert(tsattn_dev::sm90a::kPairable, "pairs: 16-bit D128 kernels");
   tsattn_dev::sm90a::run_prefill<2>(params, maps);
 }
 #endif

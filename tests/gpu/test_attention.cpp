@@ -292,19 +292,25 @@ TEST_SUITE("gpu/attention") {
     c.q_lens = {300};    // 3 query tiles: the second pair's second tile lies past q_len; 160-key tiles
     c.kv_lens = {300};
     run(c, "query tiles");
-    // Causal MHA, B3, D256 fp16: the first tile of a pair walks one key tile it masks entirely.
+    // Causal MHA, B3, fp16: the first tile of a pair walks one key tile it masks entirely.
     AttentionCase causal = c;
     causal.mask = TSATTN_MASK_CAUSAL;
     causal.num_qo_heads = causal.num_kv_heads = 2;
     causal.q_lens = {385, 385, 385};
     causal.kv_lens = {500, 500, 500};
-    causal.head_dim = 256;
     causal.input_dtype = causal.output_dtype = TSATTN_DTYPE_FLOAT16;
     run(causal, "query tiles");
+    // D256 kernels have no pairs, whatever the knob says (sm90a/kernel_traits.h).
+    causal.head_dim = 256;
+    run(causal, "");
+    causal.num_qo_heads = 8;  // group 4
+    run(causal, "");
     // With a window a pair would walk a second extra key tile: one CTA per item.
+    causal.head_dim = 128;
+    causal.num_qo_heads = 2;
     causal.window_left = 100;
     run(causal, "");
-    // Packed, causal with a window, D256 fp16, empty and 1-row requests, indptrs on the GPU.
+    // Packed, causal with a window, fp16, empty and 1-row requests, indptrs on the GPU.
     AttentionCase packed;
     packed.packed = true;
     packed.device_indptr = true;
@@ -312,7 +318,6 @@ TEST_SUITE("gpu/attention") {
     packed.kv_lens = {1, 9, 300, 129};
     packed.mask = TSATTN_MASK_CAUSAL;
     packed.window_left = 100;
-    packed.head_dim = 256;
     packed.input_dtype = packed.output_dtype = TSATTN_DTYPE_FLOAT16;
     packed.num_qo_heads = 8;
     packed.num_kv_heads = 2;
@@ -320,7 +325,6 @@ TEST_SUITE("gpu/attention") {
     // A request's NaN V rows must not reach its neighbours through the paired, multicast tiles.
     packed.device_indptr = false;
     packed.window_left = -1;
-    packed.head_dim = 128;
     packed.nan_v_request = 2;
     run(packed, "heads");
     // The same along query tiles (MHA): host-planned and device-planned lists of 256-row tiles,

@@ -185,3 +185,43 @@ def test_graph_replays_claim_from_a_fresh_counter(monkeypatch, layout):
         assert_close_to_reference(out, expected, BF16, f"{layout}, replay {replay}")
 
     replay_with_fresh_inputs(capture_graph(call), (q, k, v), out, check)
+
+
+# (id, (B, S), Hq, Hkv, D, dtype, mask): batches of short requests, many items per CTA.
+REPEATED = [
+    ("causal_d256_gqa4_b32_s256", (32, 256), 16, 4, 256, "bf16", "causal"),
+    ("causal_d256_fp16_mha_b8_s384", (8, 384), 8, 8, 256, "fp16", "causal"),
+    ("dense_d256_gqa4_b2_s2048", (2, 2048), 16, 4, 256, "bf16", "dense"),
+    ("causal_d128_gqa4_b32_s256", (32, 256), 32, 8, 128, "bf16", "causal"),
+    ("dense_d128_gqa4_b16_s512", (16, 512), 32, 8, 128, "bf16", "dense"),
+]
+
+
+@pytest.mark.parametrize("order", ["static", "dynamic"])
+@pytest.mark.parametrize("case", REPEATED, ids=[c[0] for c in REPEATED])
+def test_many_calls_in_a_row_give_one_answer(monkeypatch, case, order):
+    """400 identical calls queued back to back, each into a NaN-poisoned buffer: every output must
+    equal the first bit for bit, and the first must match the reference. Races between the warps
+    or the CTAs of a pair show up here as rows left unwritten, wrong rows or a hung launch."""
+    name, (b, s), hq, hkv, d, dtype, mask = case
+    monkeypatch.setenv("TSATTN_WORK_ORDER", order)
+    torch.manual_seed(sum(map(ord, name + order)))
+    q, k, v = (
+        randn((b, s, hq, d), DTYPES[dtype]),
+        randn((b, s, hkv, d), DTYPES[dtype]),
+        randn((b, s, hkv, d), DTYPES[dtype]),
+    )
+    first = poisoned(q.shape, q.dtype)
+    tsattn.batch_prefill(q, k, v, out=first, mask_type=mask)
+    torch.cuda.synchronize()
+    assert_close_to_reference(first, reference(q, k, v, mask_type=mask), q.dtype, f"{name}, {order} order")
+    outs = [poisoned(q.shape, q.dtype) for _ in range(8)]
+    differing = []
+    for call in range(400):
+        out = outs[call % 8]
+        out.fill_(float("nan"))
+        tsattn.batch_prefill(q, k, v, out=out, mask_type=mask)
+        if call % 8 == 7:
+            differing += [call - 7 + i for i, o in enumerate(outs) if not torch.equal(o, first)]
+    torch.cuda.synchronize()
+    assert not differing, f"{name}, {order} order: calls {differing[:10]} of 400 differ from the first"
