@@ -187,13 +187,15 @@ def test_graph_replays_claim_from_a_fresh_counter(monkeypatch, layout):
     replay_with_fresh_inputs(capture_graph(call), (q, k, v), out, check)
 
 
-# (id, (B, S), Hq, Hkv, D, dtype, mask): batches of short requests, many items per CTA.
+# (id, (B, S), Hq, Hkv, D, dtype, mask): many items per CTA, paired where the kernel can pair.
 REPEATED = [
     ("causal_d256_gqa4_b32_s256", (32, 256), 16, 4, 256, "bf16", "causal"),
     ("causal_d256_fp16_mha_b8_s384", (8, 384), 8, 8, 256, "fp16", "causal"),
     ("dense_d256_gqa4_b2_s2048", (2, 2048), 16, 4, 256, "bf16", "dense"),
     ("causal_d128_gqa4_b32_s256", (32, 256), 32, 8, 128, "bf16", "causal"),
     ("dense_d128_gqa4_b16_s512", (16, 512), 32, 8, 128, "bf16", "dense"),
+    ("dense_d128_gqa4_b2_s2048_160_key_tiles", (2, 2048), 32, 8, 128, "bf16", "dense"),
+    ("causal_d128_gqa4_b1_s4096", (1, 4096), 32, 8, 128, "bf16", "causal"),
 ]
 
 
