@@ -155,8 +155,9 @@ __device__ __forceinline__ int batch_coord(const WorkItem& item) { return TSATTN
 //                  issued every load of its current item). The scheduler claims entry k only after
 //                  the k-th request: claimed earlier, a slot would wait behind the CTA's current
 //                  item while another CTA went idle. The static walk does not wait for requests.
-// A reader's lane 0 loads the entry, shuffles it to its warp and arrives, so its load is ordered
-// before the scheduler may rewrite the entry. Slots, and the index arithmetic of the
+// A reader's lane 0 loads the entry (in a pair with acquire semantics at cluster scope), shuffles it
+// to its warp and arrives, so its load is ordered before the scheduler may rewrite the entry
+// (read_slot). Slots, and the index arithmetic of the
 // readers' decode (work_item's kNarrow, which keeps the 24-register producer free of spills), are
 // 32-bit: the host launches these kernels only for lists of fewer than 2^31 items
 // (api/execute.cpp).
@@ -255,11 +256,21 @@ __device__ __forceinline__ u32 read_slot(u32 smem, u32 bars, u32 k, u32& tiles) 
   const u32 r = k % kSlotRing, parity = (k / kSlotRing) & 1;
   wait_phase(bars + 8 * (kSlotFull + r), parity);
   const u32 entry = smem + kSlotRingOffset + kSlotEntryBytes * r;
-  // Lane 0 alone reads the entry, so its own arrival below orders the read before the scheduler's
-  // next write (a shuffle does not order other lanes' reads before it in the memory model).
+  // Lane 0 alone reads the entry, then arrives, so its read comes before the scheduler's next write
+  // of the entry (a shuffle does not order other lanes' reads before it in the memory model). Alone,
+  // the arrival's CTA scope orders the read. In a pair, rank 0's scheduler writes rank 1's entry from
+  // another SM, and ptxas sends the arrival without waiting for a plain load: the entry could be
+  // overwritten before the load read it (the ranks then work on different items). So a pair reads
+  // with acquire semantics at cluster scope, which makes the arrival wait for the value.
   const bool reader = threadIdx.x % 32 == 0;
-  const u32 slot = __shfl_sync(0xffffffffu, reader ? ld_shared_u32(entry) : 0u, 0);
-  if constexpr (kSplitTail) tiles = __shfl_sync(0xffffffffu, reader ? ld_shared_u32(entry + 4) : 0u, 0);
+  const auto read = [](u32 addr) {
+    if constexpr (kCtas == 1)
+      return ld_shared_u32(addr);
+    else
+      return ld_acquire_cluster_shared_u32(addr);
+  };
+  const u32 slot = __shfl_sync(0xffffffffu, reader ? read(entry) : 0u, 0);
+  if constexpr (kSplitTail) tiles = __shfl_sync(0xffffffffu, reader ? read(entry + 4) : 0u, 0);
   if (reader) {
     // In a pair both ranks take one path (rank 0 arrives through its own cluster address): the
     // producer has no registers for two.

@@ -209,6 +209,14 @@ __device__ __forceinline__ u32 ld_shared_u32(u32 addr) {
   return w;
 }
 
+// The same read with acquire semantics at cluster scope: every later memory operation of the
+// thread (a remote mbarrier arrival among them) is performed after it; ptxas waits for the load.
+__device__ __forceinline__ u32 ld_acquire_cluster_shared_u32(u32 addr) {
+  u32 w;
+  asm volatile("ld.acquire.cluster.shared::cta.u32 %0, [%1];" : "=r"(w) : "r"(addr) : "memory");
+  return w;
+}
+
 // Stores 4 bytes at offset `addr` of cluster rank `cta`'s shared memory, asynchronously: they
 // count as transaction bytes on that CTA's barrier at offset `bar` (like a TMA load), so its
 // waiters see them once the phase completes.
