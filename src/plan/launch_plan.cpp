@@ -116,7 +116,8 @@ LaunchPlan plan_launch(const Problem& p, const KernelFacts& kernel, int multipro
   }
   // Kernels that walk one tile per chunk (sm90a e4m3: kChunkedOrder) say so in tsattn_chunked_order.
   plan.tiles_per_chunk =
-      kernel.chunked_order ? tiles_per_chunk(p, tile_rows, host_tiles, plan.max_tiles, plan.walkers) : 1;
+      kernel.chunked_order ? tiles_per_chunk(p, tile_rows, host_tiles, plan.max_tiles, plan.walkers, plan.dynamic_order)
+                           : 1;
 
   plan.workspace = workspace_layout(p, plan, kernel);
   plan.plans_on_device = plan.tile_list == TileList::device_planned;

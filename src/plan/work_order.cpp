@@ -128,11 +128,12 @@ bool claims_dynamically(const Problem& p, std::string_view forced, int block_m,
 }
 
 int tiles_per_chunk(const Problem& p, int block_m, const std::vector<TsattnTile>* host_tiles, int64_t max_tiles,
-                    ListWalkers walkers) {
+                    ListWalkers walkers, bool claims) {
   const int64_t limit = std::numeric_limits<int32_t>::max() / std::max<int64_t>(1, p.num_qo_heads);
   const auto clamped = [&](int64_t wanted) { return static_cast<int>(std::clamp<int64_t>(wanted, 1, limit)); };
   if (p.mask == MaskMode::dense) return clamped(max_tiles);
   if (p.mask != MaskMode::causal || p.window_left >= 1) return 1;
+  if (claims) return clamped(max_tiles);
   const double waves = static_cast<double>(max_tiles) * p.num_qo_heads /
                        (static_cast<double>(std::max<int64_t>(1, walkers.slots)) * std::max(1, walkers.items_per_slot));
   if (waves >= kWavesWithoutModel) return clamped(kLargestCausalChunk);

@@ -53,7 +53,10 @@ bool claims_dynamically(const Problem& p, std::string_view forced, int block_m,
 // Tiles per chunk: >= 1, and times num_qo_heads below 2^31. host_tiles is the host-planned list
 // (packed layout with host indptrs), null for the fixed layout's implicit list and for lists the
 // device plans (lengths unknown here); max_tiles bounds the list's length.
+// `claims`: the launch claims its slots (claims_dynamically); causal lists are then one chunk, since
+// the round-robin model does not describe claims, and one chunk keeps a request's tiles of one head
+// close, so its K/V is read from memory once (short requests read it twice with chunks of 16).
 int tiles_per_chunk(const Problem& p, int block_m, const std::vector<TsattnTile>* host_tiles, int64_t max_tiles,
-                    ListWalkers walkers);
+                    ListWalkers walkers, bool claims);
 
 }  // namespace tsattn

@@ -20,26 +20,39 @@ struct ItemPlace {
   int head;
 };
 
+// The arithmetic inside a chunk: u32 in the 32-bit walk (u32 Index), where every value is >= 0 and
+// unsigned divisions take about half the instructions of signed ones; int in the 64-bit walk.
+template <class Index>
+struct ChunkIndex {
+  typedef int type;
+};
+template <>
+struct ChunkIndex<u32> {
+  typedef u32 type;
+};
+
 // w in [0, tiles * heads); group >= 1 divides heads; tiles_per_chunk >= 1 with
 // tiles_per_chunk * heads < 2^31 (the host clamps it), so everything inside a chunk is 32-bit.
-// Index: i64, or int where the caller knows tiles * heads < 2^31 (32-bit divisions are far
+// Index: i64, or u32 where the caller knows tiles * heads < 2^31 (32-bit divisions are far
 // cheaper in registers and instructions).
 template <class Index = i64>
 __host__ __device__ inline ItemPlace item_place(Index w, i64 list_tiles, int heads, int group, int tiles_per_chunk) {
+  typedef typename ChunkIndex<Index>::type In;
   const Index tiles = static_cast<Index>(list_tiles);
   const Index chunk_items = static_cast<Index>(tiles_per_chunk) * heads;
   const Index chunk = w / chunk_items;
-  const int in_chunk = static_cast<int>(w - chunk * chunk_items);
+  const In in_chunk = static_cast<In>(w - chunk * chunk_items);
   const Index chunk_first_tile = chunk * tiles_per_chunk;
   const Index tiles_left = tiles - chunk_first_tile;
-  const int chunk_tiles = tiles_left < tiles_per_chunk ? static_cast<int>(tiles_left) : tiles_per_chunk;
-  const int kv_items = chunk_tiles * group;  // the items of one kv head in this chunk
-  const int kv_head = in_chunk / kv_items;
-  const int in_kv = in_chunk - kv_head * kv_items;
-  const int tile_in_chunk = in_kv / group;
+  const In chunk_tiles =
+      tiles_left < static_cast<Index>(tiles_per_chunk) ? static_cast<In>(tiles_left) : static_cast<In>(tiles_per_chunk);
+  const In kv_items = chunk_tiles * static_cast<In>(group);  // the items of one kv head in this chunk
+  const In kv_head = in_chunk / kv_items;
+  const In in_kv = in_chunk - kv_head * kv_items;
+  const In tile_in_chunk = in_kv / static_cast<In>(group);
   ItemPlace place;
   place.tile_index = chunk_first_tile + tile_in_chunk;
-  place.head = kv_head * group + (in_kv - tile_in_chunk * group);
+  place.head = static_cast<int>(kv_head * static_cast<In>(group) + (in_kv - tile_in_chunk * static_cast<In>(group)));
   return place;
 }
 

@@ -40,7 +40,7 @@ struct IndexType {
 };
 template <>
 struct IndexType<true> {
-  typedef int type;
+  typedef u32 type;  // unsigned: every index is >= 0, and u32 divisions are cheaper than int ones
 };
 
 struct WorkItem {
@@ -55,7 +55,7 @@ struct WorkItem {
 // The result is uniform over the CTA. kChunked false: one tile per chunk whatever tiles_per_chunk
 // says (query head w % heads of tile w / heads), for kernels whose key loop the chunk arithmetic
 // slows down (such a module exports tsattn_chunked_order = 0, and the host plans one tile per chunk).
-// kNarrow: the caller knows list.items < 2^31, so the index arithmetic runs in 32 bits.
+// kNarrow: the caller knows list.items < 2^31, so the index arithmetic runs in 32 bits, unsigned.
 template <int kBlockM, bool kChunked = true, bool kNarrow = false>
 __device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const WorkList& list, i64 w, WorkItem& item) {
   using Index = typename IndexType<kNarrow>::type;

@@ -66,25 +66,27 @@ __device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& p
     }
   }
   __syncwarp();
+  // Lane l stores 16-byte chunk l % 16 of rows first_row, first_row + 2, ...: one row address,
+  // then a step of two token strides per store (the rows of one request and head).
   constexpr int kChunks = 16;  // 16-byte chunks per row
   constexpr int kRowsPerStore = 32 / kChunks;
+  const int chunk = lane % kChunks, first_row = item.q_tile * kBlockM + warp_row0 + lane / kChunks;
+  const u64 first_address = reinterpret_cast<u64>(params.out) + 16 * chunk +
+                            2 * token_offset(params.out_batch_stride, params.out_token_stride, params.out_head_stride,
+                                             item.request, item.extent.q_begin + first_row, item.head);
+  const u64 step = static_cast<u64>(2 * kRowsPerStore) * static_cast<u64>(params.out_token_stride);
 #pragma unroll
   for (int i = 0; i < 16 / kRowsPerStore; ++i) {
-    const int rr = kRowsPerStore * i + lane / kChunks, chunk = lane % kChunks;
+    const int rr = kRowsPerStore * i + lane / kChunks;
     u32 w[4];
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
                  : "r"(chunk_addr(rr, chunk)));
-    const int row = item.q_tile * kBlockM + warp_row0 + rr;
-    if (row < item.extent.q_len) {
-      char* const out_row = static_cast<char*>(params.out) +
-                            token_offset(params.out_batch_stride, params.out_token_stride, params.out_head_stride,
-                                         item.request, item.extent.q_begin + row, item.head) *
-                                2;
-      asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(out_row + 16 * chunk), "r"(w[0]), "r"(w[1]),
-                   "r"(w[2]), "r"(w[3])
-                   : "memory");
-    }
+    // Predicated rather than branched: rows at or past q_len are not written.
+    asm volatile("{\n.reg .pred p;\nsetp.lt.s32 p, %5, %6;\n@p st.global.v4.u32 [%0], {%1, %2, %3, %4};\n}\n" ::"l"(
+                     first_address + step * i),
+                 "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]), "r"(first_row + kRowsPerStore * i), "r"(item.extent.q_len)
+                 : "memory");
   }
   __syncwarp();  // the next item's stmatrix waits for these reads
 }

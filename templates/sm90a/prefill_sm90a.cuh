@@ -54,6 +54,15 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegisters));
 }
 
+// Dense rows all see the same keys, so the warp's bounds for the mask decision need no reduction.
+// 16-bit D128 kernels skip it; e4m3 dense kernels keep it (without it ptxas spilled their key
+// loop), and so do D256 ones (no faster without it; docs/decisions.md).
+#if TSATTN_MASK == TSATTN_MASK_CODE_DENSE
+constexpr bool kSameKeysForAllRows = !kE4m3Inputs && kHeadDim == 128;
+#else
+constexpr bool kSameKeysForAllRows = false;
+#endif
+
 template <u32 kCtas>
 __device__ __forceinline__ void consume(const TsattnPrefillParams& params, const TsattnTensorMaps& maps, u32 smem,
                                         u32 bars, int consumer) {
@@ -76,13 +85,19 @@ __device__ __forceinline__ void consume(const TsattnPrefillParams& params, const
       rows.m[h] = neg_inf();
       rows.l[h] = 0.0f;
       // Rows at or past q_len are never written: they take no part in the mask decision.
-      if (valid) {
+      if (!kSameKeysForAllRows && valid) {
         warp_full_from = max(warp_full_from, rows.range[h].lo);
         warp_full_to = min(warp_full_to, rows.range[h].hi);
       }
     }
-    warp_full_from = warp_max(warp_full_from);
-    warp_full_to = warp_min(warp_full_to);
+    if constexpr (kSameKeysForAllRows) {
+      const KeyRange all_keys = row_key_range(params, item.extent, item.request, 0);
+      warp_full_from = all_keys.lo;
+      warp_full_to = all_keys.hi;
+    } else {
+      warp_full_from = warp_max(warp_full_from);
+      warp_full_to = warp_min(warp_full_to);
+    }
 
     float o[kOAccum];
 #pragma unroll

@@ -44,6 +44,10 @@ void check_order(int64_t tiles, int heads, int group, int chunk) {
   for (int64_t w = 0; w < tiles * heads; ++w) {
     CAPTURE(w);
     const ItemPlace place = item_place(w, tiles, heads, group, chunk);
+    // The 32-bit walk of the sm90a kernels (unsigned arithmetic) gives the same place.
+    const ItemPlace narrow = item_place(static_cast<uint32_t>(w), tiles, heads, group, chunk);
+    CHECK(narrow.tile_index == place.tile_index);
+    CHECK(narrow.head == place.head);
     REQUIRE(place.tile_index >= 0);
     REQUIRE(place.tile_index < tiles);
     REQUIRE(place.head >= 0);
@@ -143,19 +147,19 @@ TEST_SUITE("plan/work_order") {
     Problem p = one_sequence_gqa4(2048);
     const ListWalkers pairs{66, 2}, singles{132, 1};
     p.mask = MaskMode::dense;
-    CHECK(tiles_per_chunk(p, 128, nullptr, 16, pairs) == 16);
-    CHECK(tiles_per_chunk(p, 128, nullptr, 0, pairs) == 1);
+    CHECK(tiles_per_chunk(p, 128, nullptr, 16, pairs, false) == 16);
+    CHECK(tiles_per_chunk(p, 128, nullptr, 0, pairs, false) == 1);
     p.mask = MaskMode::variable_window;
-    CHECK(tiles_per_chunk(p, 128, nullptr, 16, pairs) == 1);
+    CHECK(tiles_per_chunk(p, 128, nullptr, 16, pairs, false) == 1);
     p.mask = MaskMode::causal;
     p.window_left = 1024;
-    CHECK(tiles_per_chunk(p, 128, nullptr, 16, pairs) == 1);
+    CHECK(tiles_per_chunk(p, 128, nullptr, 16, pairs, false) == 1);
     p.window_left = -1;
 
     // Causal, 16 tiles x 32 heads over 66 CTA pairs (4 items per pair): one chunk of 16 tiles
     // would give some pairs only the heaviest tiles; the pick is within 2% of the best chunk.
     const auto check_pick = [&](ListWalkers walkers) {
-      const int chunk = tiles_per_chunk(p, 128, nullptr, 16, walkers);
+      const int chunk = tiles_per_chunk(p, 128, nullptr, 16, walkers, false);
       std::vector<double> costs;
       for (int t = 15; t >= 0; --t) costs.push_back(t + 1 + 1.5);  // tile t sees t + 1 key tiles
       double best = 1e30;
@@ -171,20 +175,22 @@ TEST_SUITE("plan/work_order") {
     // Many items per slot: 16 tiles per chunk without the model.
     p.batch = 4;
     p.q_tokens = p.kv_tokens = 16384;
-    CHECK(tiles_per_chunk(p, 128, nullptr, 512, singles) == 16);
+    CHECK(tiles_per_chunk(p, 128, nullptr, 512, singles, false) == 16);
+    // Claimed: the whole list is one chunk, so a request's tiles of one head run close together.
+    CHECK(tiles_per_chunk(p, 128, nullptr, 512, singles, true) == 512);
 
     // A short list planned on the device: one tile per chunk.
     p.layout = Layout::packed;
     p.batch = 2;
     p.q_tokens = p.kv_tokens = 1024;
     p.indptr_on_host = false;
-    CHECK(tiles_per_chunk(p, 128, nullptr, 10, singles) == 1);
+    CHECK(tiles_per_chunk(p, 128, nullptr, 10, singles, false) == 1);
 
     // A host-planned list: the model on its tiles.
     p.indptr_on_host = true;
     p.qo_indptr_host = p.kv_indptr_host = {0, 768, 1024};
     const std::vector<TsattnTile> host = plan_tiles_on_host(p, 128);
-    const int chunk = tiles_per_chunk(p, 128, &host, static_cast<int64_t>(host.size()), singles);
+    const int chunk = tiles_per_chunk(p, 128, &host, static_cast<int64_t>(host.size()), singles, false);
     CHECK(chunk >= 1);
     CHECK(chunk <= 16);
 
@@ -192,7 +198,7 @@ TEST_SUITE("plan/work_order") {
     p.mask = MaskMode::dense;
     p.num_qo_heads = p.num_kv_heads = 1 << 20;
     const int64_t huge = int64_t{1} << 40;
-    CHECK(int64_t{tiles_per_chunk(p, 128, nullptr, huge, singles)} * p.num_qo_heads <=
+    CHECK(int64_t{tiles_per_chunk(p, 128, nullptr, huge, singles, false)} * p.num_qo_heads <=
           std::numeric_limits<int32_t>::max());
   }
 
