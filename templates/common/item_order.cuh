@@ -46,13 +46,14 @@ __host__ __device__ inline ItemPlace item_place(Index w, i64 list_tiles, int hea
   const Index tiles_left = tiles - chunk_first_tile;
   const In chunk_tiles =
       tiles_left < static_cast<Index>(tiles_per_chunk) ? static_cast<In>(tiles_left) : static_cast<In>(tiles_per_chunk);
-  const In kv_items = chunk_tiles * static_cast<In>(group);  // the items of one kv head in this chunk
+  const In heads_per_kv = static_cast<In>(group);
+  const In kv_items = chunk_tiles * heads_per_kv;  // the items of one kv head in this chunk
   const In kv_head = in_chunk / kv_items;
   const In in_kv = in_chunk - kv_head * kv_items;
-  const In tile_in_chunk = in_kv / static_cast<In>(group);
+  const In tile_in_chunk = in_kv / heads_per_kv;
   ItemPlace place;
   place.tile_index = chunk_first_tile + tile_in_chunk;
-  place.head = static_cast<int>(kv_head * static_cast<In>(group) + (in_kv - tile_in_chunk * static_cast<In>(group)));
+  place.head = static_cast<int>(kv_head * heads_per_kv + (in_kv - tile_in_chunk * heads_per_kv));
   return place;
 }
 
