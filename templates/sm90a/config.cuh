@@ -53,6 +53,7 @@ constexpr bool kPingPong = kTraits.ping_pong;
 constexpr bool kStagedOutput = kTraits.staged_output;
 constexpr bool kOutputInQ = kTraits.output_in_q;
 constexpr bool kTmaOutput = kTraits.tma_output;
+constexpr bool kQuadStores = kTraits.quad_stores;
 constexpr bool kChunkedOrder = kTraits.chunked_order;
 constexpr bool kDynamicOrder = kTraits.dynamic_order;
 constexpr bool kSplitTail = kTraits.split_tail;
@@ -66,6 +67,8 @@ static_assert(!kStagedOutput || (kHeadDim == 128 && dtype_bytes(kOutputDtype) ==
               "staged output: 16-bit rows of 128 elements (32 KB for the 8 consumer warps)");
 static_assert(!kTmaOutput || (kStagedOutput && !kE4m3Inputs && !kOutputInQ),
               "TMA output stores staged 16-bit-input tiles from an O buffer of their own");
+static_assert(!kQuadStores || (!kStagedOutput && dtype_bytes(kOutputDtype) == 2 && kHeadDim % 32 == 0),
+              "quad stores: 16-bit outputs from registers, in blocks of 32 columns");
 static_assert(!kPairable || !kE4m3Inputs, "pairs split 16-bit K/V tiles by slab");
 // K and V read from page pools (TsattnPageTable): packed queries, 16-bit K and V tiles.
 constexpr bool kPagedKv = TSATTN_PAGED_KV != 0;

@@ -91,9 +91,37 @@ __device__ __forceinline__ void write_output_staged(const TsattnPrefillParams& p
   __syncwarp();  // the next item's stmatrix waits for these reads
 }
 
+// Register stores as 16-byte chunks (kQuadStores). A quad's four threads hold one row: thread c
+// word m of a 32-column block is the element pair at columns 8m + 2c, 8m + 2c + 1 of the block. Two
+// exchanges (lanes xor 2, then xor 1) transpose that 4 x 4 matrix of words, so that thread c holds
+// columns 8c .. 8c + 7: one 16-byte store, and a warp's store writes 8 rows x 64 bytes where pair
+// stores write 8 rows x 16 (each store instruction costs the load/store unit a request per row, and
+// a D256 item's 64 pair stores per thread held it busy for much of the item's end).
+__device__ __forceinline__ void quad_transpose(u32 (&w)[4], int c) {
+  const bool bit1 = (c & 2) != 0, bit0 = (c & 1) != 0;
+  // After the first exchange x[i][b] is word (c & 2) | i of the thread with bit 1 = b (bit 0 = c's).
+  u32 x[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const u32 keep = bit1 ? w[2 + i] : w[i];
+    const u32 got = __shfl_xor_sync(0xFFFFFFFFu, bit1 ? w[i] : w[2 + i], 2);
+    x[i][0] = bit1 ? got : keep;
+    x[i][1] = bit1 ? keep : got;
+  }
+  // Then word c of every thread: the one with bit 1 = b and bit 0 = c's (kept) or the other (got).
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+    const u32 keep = bit0 ? x[1][b] : x[0][b];
+    const u32 got = __shfl_xor_sync(0xFFFFFFFFu, bit0 ? x[0][b] : x[1][b], 1);
+    w[2 * b] = bit0 ? got : keep;
+    w[2 * b + 1] = bit0 ? keep : got;
+  }
+}
+
 // Normalizes O and writes this thread's rows (below q_len): staged through o_buffer (above), or
-// as pairs of the output dtype straight from the accumulators (without staging, and with
-// kOutputInQ for an item without key tiles: its Q buffer may already be filling for a later item).
+// straight from the accumulators (without staging, and with kOutputInQ for an item without key
+// tiles: its Q buffer may already be filling for a later item), as 16-byte chunks (kQuadStores) or
+// pairs of the output dtype.
 __device__ __forceinline__ void write_output(const TsattnPrefillParams& params, const TsattnTensorMaps& maps,
                                              const WorkItem& item, float (&o)[kOAccum], const RowState& rows,
                                              int row_in_tile, int c, bool staged, u32 o_buffer) {
@@ -120,6 +148,30 @@ __device__ __forceinline__ void write_output(const TsattnPrefillParams& params, 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = item.q_tile * kBlockM + row_in_tile + 8 * h;
+    if constexpr (kQuadStores) {
+      // Every lane of the quad takes part in the exchanges; the row's bound only predicates the
+      // stores.
+      char* const out_row = static_cast<char*>(params.out) +
+                            token_offset(params.out_batch_stride, params.out_token_stride, params.out_head_stride,
+                                         item.request, item.extent.q_begin + row, item.head) *
+                                kOutBytes +
+                            16 * c;
+#pragma unroll
+      for (int k = 0; k < kHeadDim / 32; ++k) {
+        u32 w[4];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          const int j = 4 * k + m;
+          w[m] = pack_pair<kOutputDtype>(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
+        }
+        quad_transpose(w, c);
+        if (row < item.extent.q_len)
+          asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(out_row + 64 * k), "r"(w[0]), "r"(w[1]),
+                       "r"(w[2]), "r"(w[3])
+                       : "memory");
+      }
+      continue;
+    }
     if (row >= item.extent.q_len) continue;
     char* const out_row = static_cast<char*>(params.out) +
                           token_offset(params.out_batch_stride, params.out_token_stride, params.out_head_stride,

@@ -56,6 +56,7 @@ struct Traits {
   bool staged_output;      // O through shared memory (stmatrix), stored as 16-byte row chunks
   bool output_in_q;        // ... staged in the item's own Q buffer, which leaves room for two Q buffers
   bool tma_output;         // ... handed to TMA stores (maps.o)
+  bool quad_stores;        // O from registers as 16-byte row chunks, exchanged within each quad
   int output_store_bytes;  // bytes of one store of out: out's address and strides are multiples of it
 
   // The order of the work.
@@ -130,7 +131,11 @@ TSATTN_HOST_DEVICE constexpr Traits traits_for(const SpecAxes& a) {
   t.staged_output = a.head_dim == 128 && dtype_bytes(a.output_dtype) == 2;
   t.output_in_q = t.staged_output && !e4m3 && a.mask == kMaskDense;
   t.tma_output = t.staged_output && !e4m3 && a.mask != kMaskDense;
-  t.output_store_bytes = t.staged_output ? 16 : a.output_dtype == kE4m3 ? 2 : 4;
+  // Unstaged 16-bit outputs (D256) go out as 16-byte chunks from registers after an exchange
+  // within each quad (sm90a/epilogue.cuh, quad_transpose); e4m3-input kernels keep pair stores
+  // (their key loop's schedule moves with any change to the item's end).
+  t.quad_stores = !t.staged_output && !e4m3 && dtype_bytes(a.output_dtype) == 2;
+  t.output_store_bytes = t.staged_output || t.quad_stores ? 16 : a.output_dtype == kE4m3 ? 2 : 4;
 
   // e4m3 kernels keep the simplest walk (one tile per chunk, static order, no split tail): any
   // code added around their key loop moved ptxas's schedule of it and cost more than it saved.

@@ -18,12 +18,22 @@ struct RowState {
 
 // Sets scores of invisible keys to -inf. d[i] holds row g + 8 * ((i % 4) / 2), key
 // n0 + 8 * (i / 4) + 2c + (i % 2).
+// Plain causal rows see keys from 0 (an empty range has hi = -1), so only the upper bound needs a
+// test there. 16-bit D128 kernels only: D256 ran no faster with it, and e4m3 kernels keep their
+// key loop's schedule (docs/decisions.md, apply_mask).
+#if TSATTN_MASK == TSATTN_MASK_CODE_CAUSAL && !TSATTN_WINDOW
+constexpr bool kRangesStartAtZero = !kE4m3Inputs && kHeadDim == 128;
+#else
+constexpr bool kRangesStartAtZero = false;
+#endif
+
 __device__ __forceinline__ void apply_mask(float (&s)[kSAccum], const RowState& rows, int n0, int c) {
   const float ninf = neg_inf();
 #pragma unroll
   for (int i = 0; i < kSAccum; ++i) {
     const int j = n0 + 8 * (i / 4) + 2 * c + (i % 2);
-    if (!key_visible(rows.range[(i % 4) / 2], j)) s[i] = ninf;
+    const KeyRange& range = rows.range[(i % 4) / 2];
+    if (kRangesStartAtZero ? j > range.hi : !key_visible(range, j)) s[i] = ninf;
   }
 }
 
