@@ -177,9 +177,8 @@ constexpr bool short_keys_variants_differ_only_in_width() {
             a.two_level != b.two_level || a.overlap_softmax != b.overlap_softmax || a.ping_pong != b.ping_pong ||
             a.pv_chunk_n != b.pv_chunk_n || a.pv_chunk_buffers != b.pv_chunk_buffers ||
             a.staged_output != b.staged_output || a.output_in_q != b.output_in_q || a.tma_output != b.tma_output ||
-            a.quad_stores != b.quad_stores ||
-            a.output_store_bytes != b.output_store_bytes || a.chunked_order != b.chunked_order ||
-            a.dynamic_order != b.dynamic_order || a.split_tail != b.split_tail ||
+            a.quad_stores != b.quad_stores || a.output_store_bytes != b.output_store_bytes ||
+            a.chunked_order != b.chunked_order || a.dynamic_order != b.dynamic_order || a.split_tail != b.split_tail ||
             a.split_partial_bytes != b.split_partial_bytes || a.pairable != b.pairable ||
             a.tile_pairable != b.tile_pairable)
           return false;
