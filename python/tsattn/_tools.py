@@ -23,8 +23,8 @@ def library_path() -> str:
 def last_kernel_name() -> str:
     """The canonical name of the kernel the last ``batch_prefill`` on this thread launched, e.g.
     ``"prefill.sm90a.sm_90a.d128.bf16_bf16.causal.fixed"`` (family, cubin arch, head dim, input and
-    output dtypes, mask, layout; ``.short_keys`` follows for the Hopper family's variant of 128-key
-    tiles, chosen by the call's key lengths; ``.lse`` ends the name of a kernel that writes the
+    output dtypes, mask, layout; ``.short_keys`` follows for the Hopper family's variant of narrower
+    key tiles, chosen by the call's key lengths; ``.lse`` ends the name of a kernel that writes the
     log-sum-exp output); ``""`` before any call and after a call that failed or had nothing
     to launch. Shows which kernel family ran (Hopper GPUs run fp8 inputs, for one, on ``sm80``).
     """

@@ -82,12 +82,13 @@ constexpr bool sm80_tiles_are_consistent() {
 }
 static_assert(sm80_tiles_are_consistent(), "every sm80 spec has a tile of whole mma.sync fragments");
 
-// The short-key variants (has_short_keys_variant): 16-bit D128 dense, the one kind of 160-key
-// tiles, whose last tile pads requests of a few hundred keys by up to a quarter of their key work
-// (docs/decisions.md, short_keys).
+// The short-key variants (has_short_keys_variant): 16-bit D128 dense (160-key tiles) and D256
+// dense and plain causal (80-key tiles), whose last tile pads requests of a few hundred keys by up
+// to a quarter of their key work (docs/decisions.md, short_keys).
 constexpr bool short_keys_variant_exists(const KernelSpec& spec) {
-  return spec.family == KernelFamily::sm90a && spec.head_dim == 128 && spec.mask == MaskVariant::dense &&
-         spec.input_dtype != TSATTN_DTYPE_FLOAT8_E4M3FN;
+  const bool mask = spec.head_dim == 128 ? spec.mask == MaskVariant::dense
+                                         : spec.mask == MaskVariant::dense || spec.mask == MaskVariant::causal;
+  return spec.family == KernelFamily::sm90a && mask && spec.input_dtype != TSATTN_DTYPE_FLOAT8_E4M3FN;
 }
 
 // The paged variants (has_paged_kv_variant): sm90a packed D128 kernels of 16-bit inputs and at
@@ -158,31 +159,38 @@ constexpr bool sm90a_traits_are_consistent() {
 static_assert(sm90a_traits_are_consistent(), "every sm90a spec has a tile of whole wgmma fragments that fits");
 static_assert(paged_variants_have_wide_producers(), "paged variants look pages up in a 40-register producer");
 
-// The short-key variant is its kernel with 128-key tiles and the settings that follow from the
-// width alone: every other trait is its usual twin's.
+// The short-key variant is its kernel with narrower key tiles (D128 128 for 160, D256 64 for 80)
+// and the settings that follow from the width alone: every other trait is its usual twin's.
 constexpr bool short_keys_variants_differ_only_in_width() {
-  for (tsattn_dtype input : {TSATTN_DTYPE_FLOAT16, TSATTN_DTYPE_BFLOAT16})
-    for (tsattn_dtype output : kAllDtypes)
-      for (Layout layout : kAllLayouts) {
-        const KernelSpec usual{KernelFamily::sm90a, Arch::sm_90a, MaskVariant::dense, 128, input, output, layout};
-        KernelSpec variant = usual;
-        variant.short_keys = true;
-        if (!short_keys_variant_exists(usual)) return false;
-        const tsattn_dev::sm90a::Traits a = tsattn_dev::sm90a::traits_for(sm90a_axes(usual));
-        const tsattn_dev::sm90a::Traits b = tsattn_dev::sm90a::traits_for(sm90a_axes(variant));
-        if (a.block_n != 160 || b.block_n != 128) return false;
-        // 128 keys: S and P take 24 registers fewer, so the consumers keep 232 as at causal D128.
-        if (b.producer_registers != 40 || b.consumer_registers != 232) return false;
-        if (a.block_m != b.block_m || a.num_warps != b.num_warps || a.stages != b.stages ||
-            a.two_level != b.two_level || a.overlap_softmax != b.overlap_softmax || a.ping_pong != b.ping_pong ||
-            a.pv_chunk_n != b.pv_chunk_n || a.pv_chunk_buffers != b.pv_chunk_buffers ||
-            a.staged_output != b.staged_output || a.output_in_q != b.output_in_q || a.tma_output != b.tma_output ||
-            a.quad_stores != b.quad_stores || a.output_store_bytes != b.output_store_bytes ||
-            a.chunked_order != b.chunked_order || a.dynamic_order != b.dynamic_order || a.split_tail != b.split_tail ||
-            a.split_partial_bytes != b.split_partial_bytes || a.pairable != b.pairable ||
-            a.tile_pairable != b.tile_pairable)
-          return false;
-      }
+  struct Kind {
+    int head_dim;
+    MaskVariant mask;
+  };
+  for (const Kind kind : {Kind{128, MaskVariant::dense}, Kind{256, MaskVariant::dense}, Kind{256, MaskVariant::causal}})
+    for (tsattn_dtype input : {TSATTN_DTYPE_FLOAT16, TSATTN_DTYPE_BFLOAT16})
+      for (tsattn_dtype output : kAllDtypes)
+        for (Layout layout : kAllLayouts) {
+          const KernelSpec usual{KernelFamily::sm90a, Arch::sm_90a, kind.mask, kind.head_dim, input, output, layout};
+          KernelSpec variant = usual;
+          variant.short_keys = true;
+          if (!short_keys_variant_exists(usual)) return false;
+          const tsattn_dev::sm90a::Traits a = tsattn_dev::sm90a::traits_for(sm90a_axes(usual));
+          const tsattn_dev::sm90a::Traits b = tsattn_dev::sm90a::traits_for(sm90a_axes(variant));
+          const bool d128 = kind.head_dim == 128;
+          if (a.block_n != (d128 ? 160 : 80) || b.block_n != (d128 ? 128 : 64)) return false;
+          // D128 at 128 keys: S and P take 24 registers fewer, so the consumers keep 232 as at causal
+          // D128. D256 consumers keep 240 (O alone is 128 registers).
+          if (b.producer_registers != (d128 ? 40 : 24) || b.consumer_registers != (d128 ? 232 : 240)) return false;
+          if (a.block_m != b.block_m || a.num_warps != b.num_warps || a.stages != b.stages ||
+              a.two_level != b.two_level || a.overlap_softmax != b.overlap_softmax || a.ping_pong != b.ping_pong ||
+              a.pv_chunk_n != b.pv_chunk_n || a.pv_chunk_buffers != b.pv_chunk_buffers ||
+              a.staged_output != b.staged_output || a.output_in_q != b.output_in_q || a.tma_output != b.tma_output ||
+              a.quad_stores != b.quad_stores || a.output_store_bytes != b.output_store_bytes ||
+              a.chunked_order != b.chunked_order || a.dynamic_order != b.dynamic_order ||
+              a.split_tail != b.split_tail || a.split_partial_bytes != b.split_partial_bytes ||
+              a.pairable != b.pairable || a.tile_pairable != b.tile_pairable)
+            return false;
+        }
   return true;
 }
 static_assert(short_keys_variants_differ_only_in_width(),

@@ -60,9 +60,9 @@ constexpr int kernel_mask_code(MaskVariant mask) {
 // The families this build can generate, with their axes.
 std::span<const FamilyAxes> kernel_families();
 
-// Whether a spec (its short_keys axis aside) has a variant for short key ranges: the sm90a family,
-// D128, the dense mask and 16-bit inputs, whose kernel otherwise takes 160 keys per step
-// (sm90a/kernel_traits.h, block_n_for). Every other kind keeps one width.
+// Whether a spec (its short_keys axis aside) has a variant for short key ranges: the sm90a family
+// with 16-bit inputs, D128 dense (160 keys per step, the variant 128) and D256 dense and plain
+// causal (80, the variant 64; sm90a/kernel_traits.h, block_n_for). Every other kind keeps one width.
 bool has_short_keys_variant(const KernelSpec& spec);
 
 // Whether a spec (its paged_kv axis aside) has a variant that reads K and V from page pools: the

@@ -113,8 +113,9 @@ constexpr std::array kKnobs = {
              "except pairs along query tiles for short requests; on: wherever the module can; off: single CTAs)",
              false, kCtaPairs},
     KnobInfo{Knob::short_keys, "TSATTN_SHORT_KEYS", enumeration, "auto",
-             "whether sm90a 16-bit D128 dense calls run the kernel's variant of 128-key tiles instead of 160 (auto: "
-             "where it pads less key work, by 3% or more; on: always; off: never)",
+             "whether sm90a 16-bit D128 dense calls run the kernel's variant of 128-key tiles instead of 160, and "
+             "D256 dense and causal calls 64 instead of 80 (auto: where it pads less key work, by 3% or more at "
+             "D128 and 13% at D256; on: always; off: never)",
              false, kShortKeys},
     KnobInfo{Knob::paged_kv, "TSATTN_PAGED_KV", enumeration, "auto",
              "how paged calls read the KV cache (auto: sm90a 16-bit D128 kernels read pages of 32 keys or more "

@@ -9,26 +9,32 @@ namespace tsattn {
 
 namespace {
 
-constexpr int block_n(bool short_keys) {
+constexpr int block_n(int head_dim, int mask, bool short_keys) {
   return tsattn_dev::sm90a::block_n_for(
-      {128, tsattn_dev::kBfloat16, tsattn_dev::kBfloat16, tsattn_dev::kMaskDense, false, false, short_keys});
+      {head_dim, tsattn_dev::kBfloat16, tsattn_dev::kBfloat16, mask, false, false, short_keys});
 }
-static_assert(block_n(true) == kShortKeysBlockN && block_n(false) == kUsualKeysBlockN,
-              "the widths compared are the dense D128 kernel's and its short-key variant's");
+static_assert(block_n(128, tsattn_dev::kMaskDense, true) == key_tile_widths(128).short_keys &&
+                  block_n(128, tsattn_dev::kMaskDense, false) == key_tile_widths(128).usual,
+              "D128: the widths compared are the dense kernel's and its short-key variant's");
+static_assert(block_n(256, tsattn_dev::kMaskDense, true) == key_tile_widths(256).short_keys &&
+                  block_n(256, tsattn_dev::kMaskDense, false) == key_tile_widths(256).usual &&
+                  block_n(256, tsattn_dev::kMaskCausal, true) == key_tile_widths(256).short_keys &&
+                  block_n(256, tsattn_dev::kMaskCausal, false) == key_tile_widths(256).usual,
+              "D256: the widths compared are the dense and causal kernels' and their short-key variants'");
 
 }  // namespace
 
 void PaddedKeyWork::add(int64_t kv_len) {
   kv_len = std::min<int64_t>(kv_len, std::numeric_limits<int32_t>::max());
-  short_keys += static_cast<uint64_t>(padded_keys(kv_len, kShortKeysBlockN));
-  usual += static_cast<uint64_t>(padded_keys(kv_len, kUsualKeysBlockN));
+  short_keys += static_cast<uint64_t>(padded_keys(kv_len, widths.short_keys));
+  usual += static_cast<uint64_t>(padded_keys(kv_len, widths.usual));
 }
 
-// In integers: 100 x short < 97 x usual. A valid call has fewer than 2^31 keys in all.
-bool PaddedKeyWork::short_keys_pay() const { return 100 * short_keys < kShortKeysCostPercent * usual; }
+// In integers: 100 x short < cost_percent x usual. A valid call has fewer than 2^31 keys in all.
+bool PaddedKeyWork::short_keys_pay() const { return 100 * short_keys < widths.cost_percent * usual; }
 
 bool short_keys_pay(const Problem& p, std::span<const int32_t> kv_indptr) {
-  PaddedKeyWork work;
+  PaddedKeyWork work{key_tile_widths(p.head_dim)};
   if (p.layout == Layout::fixed) {
     work.add(p.kv_tokens);  // every request alike: one stands for all
   } else {

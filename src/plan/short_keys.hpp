@@ -1,19 +1,22 @@
 // short_keys.hpp - whether a call runs the short-key variant of its kernel (KernelSpec::short_keys):
-// for the sm90a 16-bit D128 dense kernel, 128-key tiles instead of its usual 160.
+// for the sm90a 16-bit D128 dense kernel, 128-key tiles instead of its usual 160; for the 16-bit
+// D256 dense and plain causal kernels, 64 instead of 80.
 //
 // Each request's last key tile is padded to the tile's width, and the padding costs what real keys
 // cost. At 256 or 512 keys, 160-key tiles walk 25% more key columns than there are keys, 128-key
-// tiles none; but the 160-key kernel spreads its per-step work over more keys and is ~2.5% cheaper
-// per key, so long requests prefer it (H200, bf16, fixed layout: the 128-key kernel took 0.85-0.89
-// of the time at B16 x S512, 0.86 at B32 x S256, 0.94-0.95 at B8 x S1K and 1.01 at B4 x S2K;
-// docs/decisions.md, short_keys). The rule compares the padded key work per query row, summed over
-// the requests, with the per-key cost in:
+// tiles none; but the wider tiles spread their per-step work over more keys and are cheaper per key,
+// so long requests prefer them (H200, bf16, fixed layout: the 128-key D128 kernel took 0.85-0.89 of
+// the time at B16 x S512, 0.86 at B32 x S256, 0.94-0.95 at B8 x S1K and 1.01 at B4 x S2K; the 64-key
+// D256 kernel 0.92-0.93 at B32 x S256 and 1.01-1.09 from B8 x S1K on; docs/decisions.md,
+// short_keys). The rule compares the padded key work per query row, summed over the requests, with
+// the narrower tile's cost per key:
 //
-//     short keys  <=>  128 * sum_b ceil(Sk_b / 128)  <  0.97 * 160 * sum_b ceil(Sk_b / 160)
+//     short keys  <=>  narrow * sum_b ceil(Sk_b / narrow)  <  cost * usual * sum_b ceil(Sk_b / usual)
 //
-// Lengths: the fixed layout's Sk for every request; the packed layout's host kv_indptr. GPU
-// indptrs have no lengths on the host, so those calls keep the usual kernel (a plan's run does the
-// same, so that it launches the one-shot call's kernel). Pure: no driver, no knobs.
+// with (narrow, usual, cost) = (128, 160, 0.97) at D128 and (64, 80, 0.87) at D256. Lengths: the
+// fixed layout's Sk for every request; the packed layout's host kv_indptr. GPU indptrs have no
+// lengths on the host, so those calls keep the usual kernel (a plan's run does the same, so that it
+// launches the one-shot call's kernel). Pure: no driver, no knobs.
 #pragma once
 
 #include <cstdint>
@@ -24,12 +27,18 @@
 
 namespace tsattn {
 
-// The two widths compared (templates/sm90a/kernel_traits.h, block_n_for; checked there).
-constexpr int kShortKeysBlockN = 128;
-constexpr int kUsualKeysBlockN = 160;
-// The short-key kernel's cost per key over the usual kernel's is 1 / 0.97: it must save more than 3%
-// of the padded key work.
-constexpr uint64_t kShortKeysCostPercent = 97;
+// The two widths a head dim's variant compares (templates/sm90a/kernel_traits.h, block_n_for;
+// checked there), and the percentage of the usual kernel's per-key cost that the narrower tiles'
+// padded key work must stay under: the narrower kernel costs 100 / cost_percent as much per key.
+struct KeyTileWidths {
+  int short_keys;
+  int usual;
+  uint64_t cost_percent;
+};
+
+constexpr KeyTileWidths key_tile_widths(int64_t head_dim) {
+  return head_dim == 256 ? KeyTileWidths{64, 80, 87} : KeyTileWidths{128, 160, 97};
+}
 
 // Key columns a kernel of `block_n`-key tiles walks per query row of a request of kv_len keys
 // (negative lengths count as none, and lengths are at most 2^31 - 1).
@@ -41,11 +50,12 @@ static_assert(padded_keys(512, 160) == 640 && padded_keys(512, 128) == 512 && pa
 // The padded key work of both widths, summed over requests (unsigned: the lengths of a run that
 // was not validated may be anything, and then only the answer is meaningless).
 struct PaddedKeyWork {
-  uint64_t short_keys = 0;  // with kShortKeysBlockN
-  uint64_t usual = 0;       // with kUsualKeysBlockN
+  KeyTileWidths widths = key_tile_widths(128);
+  uint64_t short_keys = 0;  // with widths.short_keys
+  uint64_t usual = 0;       // with widths.usual
 
   void add(int64_t kv_len);
-  // short_keys < 0.97 * usual
+  // short_keys < cost * usual
   bool short_keys_pay() const;
 };
 

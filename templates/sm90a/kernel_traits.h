@@ -23,7 +23,8 @@ struct SpecAxes {
   int mask;          // kMaskDense, kMaskCausal, kMaskVariableWindow
   bool window;       // causal with a left window
   bool packed;       // the packed ragged layout
-  bool short_keys;   // the variant for short key ranges (TSATTN_SHORT_KEYS; 16-bit D128 dense only)
+  bool short_keys;   // the variant for short key ranges (TSATTN_SHORT_KEYS; 16-bit D128 dense, D256
+                     // dense and plain causal)
 };
 
 // Shared memory, as byte offsets from a 1024-byte aligned base (every slab is 1024-aligned for the
@@ -80,7 +81,8 @@ struct Traits {
 //     (src/plan/short_keys.hpp chooses per call).
 //   16-bit D256: O alone is 128 registers, and Q plus two stages of K and V must fit 227 KB:
 //     80 keys for dense and plain causal masks, 64 for windows (longer steps mask more of each
-//     band-edge tile).
+//     band-edge tile). The short_keys variant of dense and plain causal takes 64: 256 keys walk
+//     320 columns with 80-key tiles, while 80 is cheaper per key from 512 keys on.
 //   e4m3: the GEMMs take half the tensor time of 16-bit ones while the exponentials stay, so
 //     longer steps spread the per-step work: D128 192, dense 256 (the serial two-level loop fits
 //     it), variable windows 128 (their producer spilled at 192); D256 128, variable windows 64.
@@ -92,7 +94,7 @@ TSATTN_HOST_DEVICE constexpr int block_n_for(const SpecAxes& a) {
     return a.mask == kMaskDense && !a.short_keys ? 160 : 128;
   }
   if (e4m3) return variable ? 64 : 128;
-  return a.mask == kMaskDense || (a.mask == kMaskCausal && !a.window) ? 80 : 64;
+  return (a.mask == kMaskDense || (a.mask == kMaskCausal && !a.window)) && !a.short_keys ? 80 : 64;
 }
 
 TSATTN_HOST_DEVICE constexpr Traits traits_for(const SpecAxes& a) {

@@ -22,10 +22,11 @@ namespace tsattn::test {
 namespace {
 
 // The sm90a family: the 288 specs of every axis but short_keys and paged_kv, the short-key variants
-// of the 16-bit D128 dense ones (2 inputs x 3 outputs x 2 layouts x with and without lse), and the
-// paged variants of the 16-bit D128 packed ones (2 inputs x 3 outputs x 4 masks x with and without
-// lse; dense: of its short-key variant).
-constexpr size_t kShortKeysVariants = 2 * 3 * 2 * 2;
+// of the 16-bit D128 dense and D256 dense and causal ones (3 kinds x 2 inputs x 3 outputs x 2
+// layouts x with and without lse), and the paged variants of the 16-bit D128 packed ones (2 inputs x
+// 3 outputs x 4 masks x with and without lse; dense: of its short-key variant).
+constexpr size_t kShortKeysVariantsPerKind = 2 * 3 * 2 * 2;
+constexpr size_t kShortKeysVariants = 3 * kShortKeysVariantsPerKind;
 constexpr size_t kPagedVariants = 2 * 3 * 4 * 2;
 constexpr size_t kSm90aSpecs = 288 + kShortKeysVariants + kPagedVariants;
 
@@ -52,7 +53,7 @@ TEST_SUITE("codegen/specs") {
       CHECK(tile.block_m > 0);
     }
     // sm80: 2 head dims x 3 x 3 dtype pairs x 4 masks x 2 layouts x with and without lse, on 4
-    // archs; sm90a: the same 288 on sm_90a, the 24 short-key variants and the 48 paged ones.
+    // archs; sm90a: the same 288 on sm_90a, the 72 short-key variants and the 48 paged ones.
     CHECK(names.size() == 4 * 288 + kSm90aSpecs);
   }
 
@@ -92,7 +93,7 @@ TEST_SUITE("codegen/specs") {
     CHECK(twins == (4 * 288 + kSm90aSpecs) / 2);
   }
 
-  TEST_CASE("the short_keys axis: sm90a 16-bit D128 dense only, a suffix before .lse, 128-key tiles") {
+  TEST_CASE("the short_keys axis: sm90a 16-bit D128 dense and D256 dense and causal, a suffix before .lse") {
     size_t variants = 0;
     for (const FamilyAxes& family : kernel_families())
       for (Arch arch : family.archs)
@@ -106,8 +107,10 @@ TEST_SUITE("codegen/specs") {
                     KernelSpec variant = usual;
                     variant.short_keys = true;
                     CAPTURE(canonical_name(variant));
-                    const bool expected = family.family == KernelFamily::sm90a && head_dim == 128 &&
-                                          mask == MaskVariant::dense && input != TSATTN_DTYPE_FLOAT8_E4M3FN;
+                    const bool kind = head_dim == 128 ? mask == MaskVariant::dense
+                                                      : mask == MaskVariant::dense || mask == MaskVariant::causal;
+                    const bool expected =
+                        family.family == KernelFamily::sm90a && kind && input != TSATTN_DTYPE_FLOAT8_E4M3FN;
                     CHECK(has_short_keys_variant(usual) == expected);
                     CHECK(has_short_keys_variant(variant) == expected);
                     CHECK(is_supported(usual));
@@ -124,16 +127,18 @@ TEST_SUITE("codegen/specs") {
                     CHECK(kernel_symbol(variant) == kernel_symbol(usual_plain) + "_short_keys" + (lse ? "_lse" : ""));
                     CHECK(variant.id() != usual.id());
                     CHECK_FALSE(variant == usual);
-                    // 128 keys per step instead of 160, and only what follows from the width: the
-                    // K/V stages' shared memory (registers are checked where the traits are made).
+                    // 128 keys per step instead of 160 (D256: 64 instead of 80), and only what follows
+                    // from the width: the K/V stages' shared memory (registers are checked where the
+                    // traits are made).
                     const KernelTraits a = kernel_traits(usual), b = kernel_traits(variant);
-                    CHECK(a.tile.block_n == 160);
-                    CHECK(b.tile.block_n == 128);
+                    const int usual_n = head_dim == 128 ? 160 : 80, short_n = head_dim == 128 ? 128 : 64;
+                    CHECK(a.tile.block_n == usual_n);
+                    CHECK(b.tile.block_n == short_n);
                     CHECK(b.tile.block_m == a.tile.block_m);
                     CHECK(b.tile.num_warps == a.tile.num_warps);
-                    const int k_and_v_bytes =
-                        2 * 2 * 128 * 2;  // two stages of K and V, 128 elements of 2 bytes, per key
-                    CHECK(a.dynamic_smem_bytes - b.dynamic_smem_bytes == (160 - 128) * k_and_v_bytes);
+                    // two stages of K and V, head_dim elements of 2 bytes, per key
+                    const int k_and_v_bytes = 2 * 2 * head_dim * 2;
+                    CHECK(a.dynamic_smem_bytes - b.dynamic_smem_bytes == (usual_n - short_n) * k_and_v_bytes);
                     KernelTraits same = b;
                     same.tile = a.tile;
                     same.dynamic_smem_bytes = a.dynamic_smem_bytes;
@@ -143,8 +148,8 @@ TEST_SUITE("codegen/specs") {
                     std::string with = generate_source(variant).text, without = generate_source(usual).text;
                     CHECK(with.find("#define TSATTN_SHORT_KEYS 1\n") != std::string::npos);
                     CHECK(without.find("#define TSATTN_SHORT_KEYS 0\n") != std::string::npos);
-                    CHECK(with.find("#define TSATTN_BLOCK_N 128\n") != std::string::npos);
-                    CHECK(without.find("#define TSATTN_BLOCK_N 160\n") != std::string::npos);
+                    CHECK(with.find(fmt::format("#define TSATTN_BLOCK_N {}\n", short_n)) != std::string::npos);
+                    CHECK(without.find(fmt::format("#define TSATTN_BLOCK_N {}\n", usual_n)) != std::string::npos);
                     for (std::string* text : {&with, &without}) {
                       const KernelSpec& own = text == &with ? variant : usual;
                       for (const std::string& part : {canonical_name(own), kernel_symbol(own)})
@@ -471,7 +476,8 @@ TEST_SUITE("codegen/specs") {
     fp8_short["kernels"][0]["short_keys"] = true;
     CHECK(expand_manifest(fp8_short, hopper, "m.json").empty());
     nlohmann::json hopper_family = {{"schema", 1}, {"kernels", {{{"family", "sm90a"}, {"head_dim", 128}}}}};
-    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 144 + kShortKeysVariants + kPagedVariants);
+    // D128 only: its dense kernels' short-key variants.
+    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 144 + kShortKeysVariantsPerKind + kPagedVariants);
     CHECK(expand_manifest(hopper_family, {Arch::sm_80, Arch::sm_100}, "m.json").empty());
     // The paged_kv axis: false builds the kernels that read packed K and V only, true the paged
     // variants only (packed specs that have one).
@@ -483,7 +489,7 @@ TEST_SUITE("codegen/specs") {
     CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == kPagedVariants - 12);
     hopper_family["kernels"][0].erase("exclude");
     hopper_family["kernels"][0]["paged_kv"] = false;
-    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 144 + kShortKeysVariants);
+    CHECK(expand_manifest(hopper_family, hopper, "m.json").size() == 144 + kShortKeysVariantsPerKind);
     // The short_keys axis: a boolean or a list, both when left out, and in excludes.
     hopper_family["kernels"][0]["mask"] = "dense";
     hopper_family["kernels"][0]["input_dtype"] = {"f16", "bf16"};

@@ -1,8 +1,9 @@
 // test_short_keys.cpp - when a call runs the short-key variant (plan/short_keys.hpp), without a
-// GPU: the padded key work of 128- and 160-key tiles, summed over requests, at the lengths measured
-// (256, 512, 1K, 2K keys: short; 8K: the usual kernel), packed lists from host indptrs, GPU
-// indptrs (no lengths: the usual kernel), TSATTN_SHORT_KEYS forcing either way, and the choice of
-// spec it leads to (sm90a 16-bit D128 dense only).
+// GPU: the padded key work of 128- and 160-key tiles (D128) and of 64- and 80-key tiles (D256),
+// summed over requests, at the lengths measured (D128: 256, 512, 1K keys short, 2K and 8K the usual
+// kernel; D256: 256 short, 512 and longer usual), packed lists from host indptrs, GPU indptrs (no
+// lengths: the usual kernel), TSATTN_SHORT_KEYS forcing either way, and the choice of spec it leads
+// to (sm90a 16-bit D128 dense, D256 dense and plain causal).
 #include <doctest/doctest.h>
 
 #include <vector>
@@ -16,23 +17,23 @@
 namespace tsattn::test {
 namespace {
 
-Problem fixed_problem(int64_t batch, int64_t kv_len) {
+Problem fixed_problem(int64_t batch, int64_t kv_len, int64_t head_dim = 128) {
   Problem p;
   p.batch = batch;
   p.q_tokens = kv_len;
   p.kv_tokens = kv_len;
   p.num_qo_heads = p.num_kv_heads = 8;
-  p.head_dim = 128;
+  p.head_dim = head_dim;
   return p;
 }
 
 // A packed problem whose host kv_indptr holds these lengths.
-Problem packed_problem(const std::vector<int32_t>& kv_lens) {
+Problem packed_problem(const std::vector<int32_t>& kv_lens, int64_t head_dim = 128) {
   Problem p;
   p.layout = Layout::packed;
   p.batch = static_cast<int64_t>(kv_lens.size());
   p.num_qo_heads = p.num_kv_heads = 8;
-  p.head_dim = 128;
+  p.head_dim = head_dim;
   p.indptr_on_host = true;
   p.kv_indptr_host = {0};
   for (int32_t len : kv_lens) p.kv_indptr_host.push_back(p.kv_indptr_host.back() + len);
@@ -109,6 +110,39 @@ TEST_SUITE("plan/short_keys") {
     }
   }
 
+  TEST_CASE("D256: 64 x sum ceil(Sk/64) against 0.87 x 80 x sum ceil(Sk/80); 256 keys short, 512 and more not") {
+    // H200, bf16, B32 x S256: 64-key tiles took 0.92-0.93 of the 80-key kernel's time, dense and
+    // causal; from B8 x S1K on 1.01-1.09 (B16 x S512: dense 1.00-1.01, causal 0.97).
+    const KeyTileWidths widths = key_tile_widths(256);
+    CHECK(widths.short_keys == 64);
+    CHECK(widths.usual == 80);
+    for (const auto& [kv_len, expected] : std::vector<std::pair<int64_t, bool>>{{1, true},
+                                                                                {64, true},
+                                                                                {65, false},
+                                                                                {80, false},
+                                                                                {128, true},
+                                                                                {192, true},
+                                                                                {256, true},
+                                                                                {320, false},
+                                                                                {384, false},
+                                                                                {512, false},
+                                                                                {1024, false},
+                                                                                {8192, false}}) {
+      CAPTURE(kv_len);
+      PaddedKeyWork one{widths};
+      one.add(kv_len);
+      CHECK(one.short_keys_pay() == expected);
+      CHECK((100 * padded_keys(kv_len, 64) < 87 * padded_keys(kv_len, 80)) == expected);
+      CHECK(short_keys_pay(fixed_problem(4, kv_len, 256), {}) == expected);
+    }
+    // Packed: summed over requests. 3 x 256 (768 against 960) and one of 512 (512 against 560):
+    // 1280 < 0.87 x 1520 = 1322.4; 256 and 512: 768 against 0.87 x 880 = 765.6.
+    const Problem three = packed_problem({256, 256, 256, 512}, 256);
+    CHECK(short_keys_pay(three, three.kv_indptr_host));
+    const Problem two = packed_problem({256, 512}, 256);
+    CHECK_FALSE(short_keys_pay(two, two.kv_indptr_host));
+  }
+
   TEST_CASE("packed lists: every request's keys from the host indptrs, and GPU indptrs keep the usual kernel") {
     CHECK(short_keys_pay(packed_problem({512, 512, 512}), packed_problem({512, 512, 512}).kv_indptr_host));
     CHECK_FALSE(short_keys_pay(packed_problem({8192, 8192}), packed_problem({8192, 8192}).kv_indptr_host));
@@ -137,6 +171,25 @@ TEST_SUITE("plan/short_keys") {
     // Values of a run that was not validated (the plan reads them as uploaded): any answer, no fault.
     const std::vector<int32_t> wild{0, 2147483647, -2147483647, 5, 2147483647};
     (void)short_keys_pay(packed_problem({1}), wild);
+  }
+
+  TEST_CASE("the spec: D256 dense and plain causal have a variant of 64-key tiles") {
+    const driver::DeviceInfo device = hopper();
+    for (tsattn_mask_type mask : {TSATTN_MASK_DENSE, TSATTN_MASK_CAUSAL}) {
+      CAPTURE(mask);
+      CallBuilder call = CallBuilder::fixed(2, 100, 256, 8, 2, 256);
+      call.options.mask_type = mask;
+      const Problem p = call.validate();
+      const KernelChoice usual = choose_spec(p, device, Arch::sm_90a, false);
+      const KernelChoice variant = choose_spec(p, device, Arch::sm_90a, false, true);
+      CHECK(usual.tile.block_n == 80);
+      CHECK(variant.tile.block_n == 64);
+      CHECK(map_shape(variant).block_n == 64);
+      KernelSpec same = variant.spec;
+      same.short_keys = false;
+      CHECK(same == usual.spec);
+      CHECK(wants_short_keys(p, {}, "auto"));  // 256 keys: the rule takes it
+    }
   }
 
   TEST_CASE("TSATTN_SHORT_KEYS: auto follows the rule, on and off force it, bad values are errors") {
@@ -178,8 +231,10 @@ TEST_SUITE("plan/short_keys") {
     CallBuilder causal = CallBuilder::fixed(2, 100, 512, 8, 2, 128);
     causal.options.mask_type = TSATTN_MASK_CAUSAL;
     CHECK_FALSE(choose_spec(causal.validate(), device, Arch::sm_90a, false, true).spec.short_keys);
-    CallBuilder d256 = CallBuilder::fixed(2, 100, 512, 8, 2, 256);
-    CHECK_FALSE(choose_spec(d256.validate(), device, Arch::sm_90a, false, true).spec.short_keys);
+    CallBuilder d256_window = CallBuilder::fixed(2, 100, 512, 8, 2, 256);
+    d256_window.options.mask_type = TSATTN_MASK_CAUSAL;
+    d256_window.options.window_left = 64;
+    CHECK_FALSE(choose_spec(d256_window.validate(), device, Arch::sm_90a, false, true).spec.short_keys);
     CallBuilder fp8 = CallBuilder::fixed(2, 100, 512, 8, 2, 128, TSATTN_DTYPE_FLOAT8_E4M3FN);
     CHECK_FALSE(choose_spec(fp8.validate(), device, Arch::sm_90a, false, true).spec.short_keys);
     // The portable family has one width.
