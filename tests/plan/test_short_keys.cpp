@@ -110,7 +110,7 @@ TEST_SUITE("plan/short_keys") {
     }
   }
 
-  TEST_CASE("D256: 64 x sum ceil(Sk/64) against 0.87 x 80 x sum ceil(Sk/80); 256 keys short, 512 and more not") {
+  TEST_CASE("D256: 64 x sum ceil(Sk/64) against 0.87 x 80 x sum ceil(Sk/80), 256 keys short, 512 and more not") {
     // H200, bf16, B32 x S256: 64-key tiles took 0.92-0.93 of the 80-key kernel's time, dense and
     // causal; from B8 x S1K on 1.01-1.09 (B16 x S512: dense 1.00-1.01, causal 0.97).
     const KeyTileWidths widths = key_tile_widths(256);
