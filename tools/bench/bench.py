@@ -226,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     sel = p.add_mutually_exclusive_group()
     sel.add_argument("--quick", action="store_true", help="the smoke set (tools/dev/gpu_check.sh bench)")
     sel.add_argument("--full", action="store_true", help="the whole product of the axes (about two hours)")
-    sel.add_argument("--serving", action="store_true", help="batched short prompts, fixed and packed (96 cases)")
+    sel.add_argument("--serving", action="store_true", help="batched short prompts, fixed and packed (144 cases)")
     p.add_argument(
         "--cases",
         default="",

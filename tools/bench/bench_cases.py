@@ -4,7 +4,8 @@ A case is one point of the product
     head dim {128, 256} x mask {dense, causal, win1k, win4k, vwin} x dtype {bf16, fp16, fp8}
     x heads Hq/Hkv {32/32, 32/8, 32/4} (D256 also 16/4 and 16/16)
     x shape {b1-s1k .. b1-s16k, b4-s4k, chunk-q256-k4k, ragged16, serving batches
-             b16-s512, b8-s1k, b4-s2k, b32-s256 and their packed ragged-* twins}
+             b16-s512, b8-s1k, b4-s2k, b32-s256 and two packed twins of each: packed-* (every
+             request as long as the fixed shape's) and ragged-* (lengths drawn around it)}
 named ``d{D}-{mask}-{dtype}-h{Hq}kv{Hkv}-{shape}``, e.g. ``d128-causal-bf16-h32kv8-b1-s8k``.
 
 Masks follow docs/contract.md (per request b, query row i, key j, offset = Sk - Sq):
@@ -96,14 +97,17 @@ def _around(batch: int, mean: int, seed: int) -> Tuple[int, ...]:
     return tuple(lens)
 
 
-# Serving's batched prompts: fixed [B, S, H, D] and packed batches of the same size and mean length.
+# Serving's batched prompts: fixed [B, S, H, D], and packed batches of the same size: every request
+# S long (the packed layout's own cost against the fixed one) and lengths drawn around S (ragged).
+SERVING_PREFIXES = ("", "packed-", "ragged-")
 SERVING_SHAPES = set()
 for _b, _s in SERVING_BATCHES:
     _name = f"b{_b}-s{_kname(_s)}"
     SHAPES[_name] = _fixed(_b, _s, _s, _name)
+    SHAPES[f"packed-{_name}"] = Shape(f"packed-{_name}", (_s,) * _b, (_s,) * _b, True)
     _lens = _around(_b, _s, seed=_b * 100003 + _s)
     SHAPES[f"ragged-{_name}"] = Shape(f"ragged-{_name}", _lens, _lens, True)
-    SERVING_SHAPES |= {_name, f"ragged-{_name}"}
+    SERVING_SHAPES |= {prefix + _name for prefix in SERVING_PREFIXES}
 SHAPE_DESCRIPTIONS = {
     "b4-s4k": "B=4, S=4096",
     "chunk-q256-k4k": "chunked prefill: B=1, Sq=256 new tokens after 3840 cached (Sk=4096), bottom-right masks",
@@ -261,12 +265,12 @@ def quick_cases() -> List[Case]:
 
 
 def serving_cases() -> List[Case]:
-    """Batched short prompts (--serving): every serving batch, fixed and packed, at D128 32/8 and
-    32/32 and D256 16/4 heads, dense and causal, bf16 and fp16."""
+    """Batched short prompts (--serving): every serving batch, fixed and in its two packed twins, at
+    D128 32/8 and 32/32 and D256 16/4 heads, dense and causal, bf16 and fp16."""
     heads = [(128, (32, 8)), (128, (32, 32)), (256, (16, 4))]
     return [
         Case(d, mask, dtype, hk[0], hk[1], f"{prefix}b{b}-s{_kname(s)}")
-        for prefix in ("", "ragged-")
+        for prefix in SERVING_PREFIXES
         for dtype in ("bf16", "fp16")
         for d, hk in heads
         for mask in ("dense", "causal")

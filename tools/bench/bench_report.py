@@ -52,16 +52,23 @@ def geomean(xs: Sequence[float]) -> Optional[float]:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
+def layout_of(row: dict) -> str:
+    """ "packed" for the packed ragged layout (indptrs), else "fixed"."""
+    return "packed" if row.get("params", {}).get("packed") else "fixed"
+
+
 def summarize(doc: dict) -> List[dict]:
-    """Per (head dim, mask): the geometric mean of tsattn / baseline over the cases where both ran."""
-    groups: Dict[Tuple[int, str], List[dict]] = {}
+    """Per (head dim, mask, layout): the geometric mean of tsattn / baseline over the cases where
+    both ran. The layouts stay apart: a baseline's packed entry point may cost per call what its
+    fixed one does not (torch's cuDNN varlen, serving_lines)."""
+    groups: Dict[Tuple[int, str, str], List[dict]] = {}
     for row in doc.get("cases", []):
         p = row.get("params", {})
-        groups.setdefault((p.get("head_dim"), p.get("mask")), []).append(row)
+        groups.setdefault((p.get("head_dim"), p.get("mask"), layout_of(row)), []).append(row)
 
     def order(key):
-        d, m = key
-        return (d if isinstance(d, int) else 0, bc.MASKS.index(m) if m in bc.MASKS else 99, str(m))
+        d, m, layout = key
+        return (d if isinstance(d, int) else 0, bc.MASKS.index(m) if m in bc.MASKS else 99, str(m), layout != "fixed")
 
     out = []
     for key in sorted(groups, key=order):
@@ -71,7 +78,7 @@ def summarize(doc: dict) -> List[dict]:
             pairs = [(r["name"], ratios(r)[base]) for r in rows if base in ratios(r)]
             g = geomean([x for _, x in pairs])
             vs[base] = {"geomean": g, "n": len(pairs), "cases": [n for n, _ in pairs]}
-        out.append({"head_dim": key[0], "mask": key[1], "cases": len(rows), "vs": vs})
+        out.append({"head_dim": key[0], "mask": key[1], "layout": key[2], "cases": len(rows), "vs": vs})
     return out
 
 
@@ -91,10 +98,10 @@ def console_line(row: dict) -> str:
 
 
 def render_summary_text(doc: dict) -> str:
-    lines = ["geometric mean of tsattn / baseline TFLOP/s, per (head dim, mask), over cases where both ran:"]
+    lines = ["geometric mean of tsattn / baseline TFLOP/s, per (head dim, mask, layout), over cases where both ran:"]
     for s in doc.get("summary") or summarize(doc):
         parts = [f"vs {bc.LABELS.get(b, b)} {_fmt_ratio(v['geomean'])} (n={v['n']})" for b, v in s["vs"].items()]
-        lines.append(f"  D{s['head_dim']} {s['mask']:6s}: " + ", ".join(parts))
+        lines.append(f"  D{s['head_dim']} {s['mask']:6s} {s.get('layout', 'fixed'):6s}: " + ", ".join(parts))
     return "\n".join(lines)
 
 
@@ -247,15 +254,90 @@ def _heads(p: dict) -> str:
 
 def summary_table(doc: dict) -> List[str]:
     lines = [
-        "| head dim | mask | tsattn / cuDNN SDPA | tsattn / FA2 | tsattn / FlexAttention |",
-        "|---|---|---|---|---|",
+        "| head dim | mask | layout | tsattn / cuDNN SDPA | tsattn / FA2 | tsattn / FlexAttention |",
+        "|---|---|---|---|---|---|",
     ]
     for s in doc.get("summary") or summarize(doc):
         cells = [
             f"{_fmt_ratio(s['vs'][b]['geomean'])} (n={s['vs'][b]['n']})" if s["vs"][b]["n"] else "n/a"
             for b in bc.BASELINES
         ]
-        lines.append(f"| {s['head_dim']} | {s['mask']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {s['head_dim']} | {s['mask']} | {s.get('layout', 'fixed')} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _tflops(row: Optional[dict], contender: str) -> Optional[float]:
+    e = (row or {}).get("contenders", {}).get(contender)
+    return e["tflops"] if _ok(e) else None
+
+
+def _ratio_cell(a: Optional[float], b: Optional[float]) -> str:
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def serving_lines(doc: dict) -> List[str]:
+    """The serving batches (--serving) as issue-style figures: each fixed batch's tsattn / cuDNN, and
+    tsattn's packed twins against its own fixed figure (packed-*: every request S long, the
+    layout's cost; ragged-*: lengths drawn around S, the cost of partly filled tiles too). Empty
+    without serving cases. A baseline that plans again at every call (its median time at least half
+    its first call's, and over 5 ms) is named: its packed ratios say nothing about kernels."""
+    by_name = {r["name"]: r for r in doc.get("cases", [])}
+    fixed = [
+        r
+        for r in doc.get("cases", [])
+        if r.get("params", {}).get("shape") in bc.SERVING_SHAPES and layout_of(r) == "fixed"
+    ]
+    if not fixed:
+        return []
+    lines = [
+        "| batch (fixed) | tsattn TFLOP/s | tsattn / cuDNN | packed / fixed | ragged / fixed | ragged: tsattn / FA2 |",
+        "|---|---|---|---|---|---|",
+    ]
+    vs_cudnn, packed_share, ragged_share = [], [], []
+    for r in fixed:
+        shape = r["params"]["shape"]
+        twin = {prefix: by_name.get(r["name"][: -len(shape)] + prefix + shape) for prefix in ("packed-", "ragged-")}
+        t, c = _tflops(r, "tsattn"), _tflops(r, "cudnn")
+        tp, tr = _tflops(twin["packed-"], "tsattn"), _tflops(twin["ragged-"], "tsattn")
+        if t and c:
+            vs_cudnn.append((t / c, r["name"]))
+        if t and tp:
+            packed_share.append(tp / t)
+        if t and tr:
+            ragged_share.append(tr / t)
+        lines.append(
+            f"| {r['name']} | {t:.0f} | {_ratio_cell(t, c)} | {_ratio_cell(tp, t)} | {_ratio_cell(tr, t)} | "
+            f"{_ratio_cell(tr, _tflops(twin['ragged-'], 'fa2'))} |"
+            if t
+            else f"| {r['name']} | - | - | - | - | - |"
+        )
+    lines.append("")
+    if vs_cudnn:
+        low, low_name = min(vs_cudnn)
+        lines.append(
+            f"Fixed batches against cuDNN SDPA: geometric mean {geomean([x for x, _ in vs_cudnn]):.3f} over "
+            f"{len(vs_cudnn)}, minimum {low:.2f} ({low_name}), {sum(x >= 1.0 for x, _ in vs_cudnn)} at 1.0 or more."
+        )
+    for label, shares in (("every request S long", packed_share), ("ragged lengths", ragged_share)):
+        if shares:
+            lines.append(
+                f"Packed, {label}, against tsattn's fixed figure: {min(shares):.2f}-{max(shares):.2f}, "
+                f"{sum(x >= 0.9 for x in shares)} of {len(shares)} within 10%."
+            )
+    replanning = {}
+    for r in doc.get("cases", []):
+        if r.get("params", {}).get("shape") not in bc.SERVING_SHAPES or layout_of(r) != "packed":
+            continue
+        for name, e in r.get("contenders", {}).items():
+            first = e.get("first_call_ms") if _ok(e) else None
+            if first and e["ms"] > 5.0 and e["ms"] >= 0.5 * first:
+                replanning.setdefault(name, []).append(e["ms"])
+    for name, times in replanning.items():
+        lines.append(
+            f"{bc.LABELS.get(name, name)} on packed batches: {min(times):.1f}-{max(times):.1f} ms per call in "
+            f"{len(times)} cases, at least half its first call's time each: it plans again at every call here, so "
+            "its packed ratios measure that, not its kernel."
+        )
     return lines
 
 
@@ -413,20 +495,25 @@ def render_report(
     notes_run = _run_notes(doc)
     lines += notes_run + ([""] if notes_run else [])
     lines += [
-        f"{h}# Geometric mean of tsattn / baseline, per head dim and mask",
+        f"{h}# Geometric mean of tsattn / baseline, per head dim, mask and layout",
         "",
-        "Over the cases where both ran (all shapes, dtypes and head counts of that head dim and mask); "
+        "Over the cases where both ran (all shapes, dtypes and head counts of that head dim, mask and layout); "
         "above 1 means tsattn is faster.",
         "",
     ]
     lines += summary_table(doc) + [""]
+    serving = serving_lines(doc)
+    if serving:
+        lines += [f"{h}# Serving batches", ""] + serving + [""]
     lines += [
         f"{h}# All cases: TFLOP/s (docs/contract.md: 4 * Hq * D * visible pairs / median time)",
         "",
         "Case names: d{D}-{mask}-{dtype}-h{Hq}kv{Hkv}-{shape}; masks dense, causal (bottom-right), "
         "win1k/win4k (causal + window_left 1024/4096), vwin (per-row windows of 512..4096 keys); "
         "fp8 = e4m3 in, bf16 out; shapes b1-sN (B=1, S=N), b4-s4k, chunk-q256-k4k (Sq=256 after 3840 cached "
-        "tokens, Sk=4096), ragged16 (16 packed requests of 128..4096 tokens).",
+        "tokens, Sk=4096), ragged16 (16 packed requests of 128..4096 tokens); serving batches bB-sS (fixed), "
+        "packed-bB-sS (packed, every request S long) and ragged-bB-sS (packed, lengths drawn in [S/2, 3S/2] "
+        "summing to B x S).",
         "",
     ]
     lines += cases_table(doc, notes) + [""]
@@ -494,7 +581,8 @@ def render_readme_section(doc: dict) -> str:
         "median time (docs/contract.md). Method, every case, JIT costs and plots: "
         "[docs/PERF.md](docs/PERF.md).",
         "",
-        "Geometric mean of tsattn's speed over each baseline's (above 1: tsattn faster), per head dim and mask:",
+        "Geometric mean of tsattn's speed over each baseline's (above 1: tsattn faster), per head dim, mask and "
+        "layout:",
         "",
     ]
     lines += summary_table(doc) + [""]

@@ -111,9 +111,9 @@ for step in "${steps[@]}"; do
       run_step host-python host_python.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
         python3 tools/bench/run_host_time.py --batches 100 ;;
     serving)
-      # The serving batches (issue 31's matrix) against cuDNN, bf16 and fp16, fixed and packed.
+      # The serving batches against cuDNN and FA2, bf16 and fp16, fixed and in both packed twins.
       run_step serving serving.log env TSATTN_LIBRARY="$repo/build/libtsattn.so" PYTHONPATH="$repo/python" \
-        python3 tools/bench/bench.py --serving --contenders tsattn,cudnn --no-jit --no-ceiling --no-plots \
+        python3 tools/bench/bench.py --serving --contenders tsattn,cudnn,fa2 --no-jit --no-ceiling --no-plots \
         --reps 30 --out "$out/serving" ;;
     cp)
       # Context-parallel prefill on every GPU of the machine: check against one GPU, then scaling.

@@ -306,9 +306,9 @@ def test_select_cases_semantics():
     assert [c.name for c in bench.select_cases(args)[0]] == ["d128-causal-fp8-h32kv8-b1-s8k"]
     args = bench.build_parser().parse_args([])
     assert bench.select_cases(args)[0] == bc.default_cases()
-    assert len(bench.select_cases(bench.build_parser().parse_args(["--full"]))[0]) == 1920
+    assert len(bench.select_cases(bench.build_parser().parse_args(["--full"]))[0]) == 2400
     serving = bench.select_cases(bench.build_parser().parse_args(["--serving"]))[0]
-    assert serving == bc.serving_cases() and len(serving) == len(set(serving)) == 96
+    assert serving == bc.serving_cases() and len(serving) == len(set(serving)) == 144
     args = bench.build_parser().parse_args(["--out", "x", "--quick"])  # tools/dev/gpu_check.sh's command line
     assert args.quick and args.out == "x" and bench.select_cases(args)[0] == bc.quick_cases()
 
@@ -381,7 +381,11 @@ def test_run_cases_writes_results_after_every_case_and_honours_the_budget(small,
     saved = json.loads((tmp_path / "bench.json").read_text())
     assert [r["name"] for r in saved["cases"]] == [c.name for c in cases]
     assert all(r["contenders"]["tsattn"]["status"] == "ok" for r in saved["cases"])
-    assert {(s["head_dim"], s["mask"]) for s in saved["summary"]} == {(128, "dense"), (128, "causal"), (128, "vwin")}
+    assert {(s["head_dim"], s["mask"], s["layout"]) for s in saved["summary"]} == {
+        (128, "dense", "fixed"),
+        (128, "causal", "fixed"),
+        (128, "vwin", "fixed"),
+    }
     assert (tmp_path / "bench.md").read_text().count("| d128-") >= 3
     assert "geometric mean" in capsys.readouterr().out
 

@@ -168,23 +168,35 @@ def test_ratios_and_geometric_means():
     r = br.ratios(row)
     assert r == pytest.approx({"cudnn": 330 / 600, "fa2": 1.0, "flex": 330 / 480})
     assert br.ratios(doc["cases"][-1]) == {} and br.ratios(doc["cases"][9]) == {}  # skipped; tsattn error
-    summary = {(s["head_dim"], s["mask"]): s for s in br.summarize(doc)}
-    dense = summary[(128, "dense")]["vs"]
+    summary = {(s["head_dim"], s["mask"], s["layout"]): s for s in br.summarize(doc)}
+    dense = summary[(128, "dense", "fixed")]["vs"]
     assert dense["cudnn"]["n"] == 3
     assert dense["cudnn"]["geomean"] == pytest.approx((200 / 400 * 330 / 600 * 340 / 620) ** (1 / 3))
-    causal = summary[(128, "causal")]["vs"]
-    # chunk: cuDNN n/a; ragged: cuDNN WRONG; fp8: baselines n/a -> cuDNN over the two sweep cases only
-    assert causal["cudnn"]["n"] == 2 and causal["fa2"]["n"] == 4 and causal["flex"]["n"] == 4
+    causal = summary[(128, "causal", "fixed")]["vs"]
+    # chunk: cuDNN n/a; fp8: baselines n/a -> cuDNN over the two sweep cases only; the packed
+    # ragged16 case has a row of its own, where cuDNN was WRONG
+    assert causal["cudnn"]["n"] == 2 and causal["fa2"]["n"] == 3 and causal["flex"]["n"] == 3
     assert causal["fa2"]["geomean"] == pytest.approx(
-        math.exp(sum(math.log(x) for x in (310 / 290, 320 / 300, 100 / 80, 300 / 280)) / 4)
+        math.exp(sum(math.log(x) for x in (310 / 290, 320 / 300, 100 / 80)) / 3)
     )
-    assert summary[(256, "vwin")]["vs"]["flex"] == {"geomean": None, "n": 0, "cases": []}
-    assert summary[(256, "causal")]["vs"]["flex"]["n"] == 0 and summary[(256, "causal")]["vs"]["cudnn"]["n"] == 1
-    order = [(s["head_dim"], s["mask"]) for s in br.summarize(doc)]
-    assert order == [(128, "dense"), (128, "causal"), (128, "win1k"), (256, "dense"), (256, "causal"), (256, "vwin")]
+    packed = summary[(128, "causal", "packed")]["vs"]
+    assert packed["cudnn"]["n"] == 0 and packed["fa2"]["geomean"] == pytest.approx(300 / 280)
+    assert summary[(256, "vwin", "fixed")]["vs"]["flex"] == {"geomean": None, "n": 0, "cases": []}
+    d256_causal = summary[(256, "causal", "fixed")]["vs"]
+    assert d256_causal["flex"]["n"] == 0 and d256_causal["cudnn"]["n"] == 1
+    order = [(s["head_dim"], s["mask"], s["layout"]) for s in br.summarize(doc)]
+    assert order == [
+        (128, "dense", "fixed"),
+        (128, "causal", "fixed"),
+        (128, "causal", "packed"),
+        (128, "win1k", "fixed"),
+        (256, "dense", "fixed"),
+        (256, "causal", "fixed"),
+        (256, "vwin", "fixed"),
+    ]
     assert br.geomean([]) is None and br.geomean([4.0, 1.0]) == pytest.approx(2.0)
     text = br.render_summary_text(doc)
-    assert "D128 dense" in text and "vs cuDNN SDPA" in text and "(n=3)" in text
+    assert "D128 dense  fixed " in text and "vs cuDNN SDPA" in text and "(n=3)" in text
 
 
 def test_markdown_report_tables_and_footnotes():
@@ -211,10 +223,50 @@ def test_markdown_report_tables_and_footnotes():
     assert "910.0 ms" in md and "1.50 ms (disk hits 1, compiles 0)" in md and "error: rc=1: boom" in md
     assert "median 4.2 us (p10 4.0, p90 5.1)" in md and "error: RuntimeError: x" in md
     assert "12.5 (1 JIT compile)" in md  # first-call table
-    # the summary table: one row per (D, mask)
+    # the summary table: one row per (D, mask, layout)
     g = br.geomean([200 / 400, 330 / 600, 340 / 620])
-    assert f"| 128 | dense | {g:.2f} (n=3) |" in md
-    assert "| 256 | vwin | n/a | n/a | n/a |" in md
+    assert f"| 128 | dense | fixed | {g:.2f} (n=3) |" in md
+    assert "| 256 | vwin | fixed | n/a | n/a | n/a |" in md
+    assert "| 128 | causal | packed | n/a | 1.07 (n=1) | 1.15 (n=1) |" in md
+    assert "# Serving batches" not in md  # no serving case in this run
+
+
+def test_serving_section_compares_fixed_with_cudnn_and_packed_with_fixed():
+    # (tsattn, cuDNN, FA2) TFLOP/s; cuDNN's packed calls cost as much as its first call (it plans again)
+    figures = {
+        "b32-s256": (400, 440, 300),
+        "packed-b32-s256": (380, 2, 280),
+        "ragged-b32-s256": (240, 1, 200),
+        "b16-s512": (510, 500, 380),
+        "packed-b16-s512": (500, 3, 370),
+        "ragged-b16-s512": (470, 2, 350),
+    }
+    doc = synthetic_doc(skipped=())
+    for shape, figs in figures.items():
+        case = bc.parse_name(f"d128-dense-bf16-h32kv8-{shape}")
+        fl = bc.flops(case)
+        contenders = {n: _entry(f, fl) for n, f in zip(bc.CONTENDERS, figs + ("n/a: not run",))}
+        for entry in contenders.values():
+            if "ms" in entry:
+                entry["first_call_ms"] = (1.2 if case.shape.packed else 5.0) * entry["ms"]
+        doc["cases"].append({"name": case.name, "params": case.params(), "flops": fl, "contenders": contenders})
+    lines = br.serving_lines(doc)
+    assert lines[2] == "| d128-dense-bf16-h32kv8-b32-s256 | 400 | 0.91 | 0.95 | 0.60 | 1.20 |"
+    assert lines[3] == "| d128-dense-bf16-h32kv8-b16-s512 | 510 | 1.02 | 0.98 | 0.92 | 1.34 |"
+    text = "\n".join(lines)
+    g = br.geomean([400 / 440, 510 / 500])
+    assert f"geometric mean {g:.3f} over 2, minimum 0.91 (d128-dense-bf16-h32kv8-b32-s256), 1 at 1.0 or more" in text
+    assert "every request S long, against tsattn's fixed figure: 0.95-0.98, 2 of 2 within 10%" in text
+    assert "ragged lengths, against tsattn's fixed figure: 0.60-0.92, 1 of 2 within 10%" in text
+    replanning = [ln for ln in lines if "plans again at every call" in ln]
+    assert (
+        len(replanning) == 1
+        and replanning[0].startswith("cuDNN SDPA on packed batches:")
+        and "in 4 cases" in replanning[0]
+    )
+    md = br.render_report(doc, [])
+    assert "# Serving batches" in md and lines[2] in md
+    assert br.serving_lines(synthetic_doc()) == []
 
 
 def test_clock_and_power_table():
