@@ -279,8 +279,9 @@ def serving_lines(doc: dict) -> List[str]:
     """The serving batches (--serving) as issue-style figures: each fixed batch's tsattn / cuDNN, and
     tsattn's packed twins against its own fixed figure (packed-*: every request S long, the
     layout's cost; ragged-*: lengths drawn around S, the cost of partly filled tiles too). Empty
-    without serving cases. A baseline that plans again at every call (its median time at least half
-    its first call's, and over 5 ms) is named: its packed ratios say nothing about kernels."""
+    without serving cases. A baseline whose packed calls cost about what its first call did (median
+    time at least half the first call's, and over 5 ms) is named: its packed ratios say nothing about
+    kernels."""
     by_name = {r["name"]: r for r in doc.get("cases", [])}
     fixed = [
         r
@@ -335,7 +336,7 @@ def serving_lines(doc: dict) -> List[str]:
     for name, times in replanning.items():
         lines.append(
             f"{bc.LABELS.get(name, name)} on packed batches: {min(times):.1f}-{max(times):.1f} ms per call in "
-            f"{len(times)} cases, at least half its first call's time each: it plans again at every call here, so "
+            f"{len(times)} cases, at least half its first call's time each, as if it planned again at every call: "
             "its packed ratios measure that, not its kernel."
         )
     return lines
