@@ -53,7 +53,7 @@ def geomean(xs: Sequence[float]) -> Optional[float]:
 
 
 def layout_of(row: dict) -> str:
-    """ "packed" for the packed ragged layout (indptrs), else "fixed"."""
+    """The row's layout: "packed" (ragged, indptrs) or "fixed" ([B, S, H, D])."""
     return "packed" if row.get("params", {}).get("packed") else "fixed"
 
 
@@ -276,8 +276,8 @@ def _ratio_cell(a: Optional[float], b: Optional[float]) -> str:
 
 
 def serving_lines(doc: dict) -> List[str]:
-    """The serving batches (--serving) as issue-style figures: each fixed batch's tsattn / cuDNN, and
-    tsattn's packed twins against its own fixed figure (packed-*: every request S long, the
+    """The serving batches (--serving) in the figures they are judged by: each fixed batch's tsattn /
+    cuDNN, and tsattn's packed twins against its own fixed figure (packed-*: every request S long, the
     layout's cost; ragged-*: lengths drawn around S, the cost of partly filled tiles too). Empty
     without serving cases. A baseline whose packed calls cost about what its first call did (median
     time at least half the first call's, and over 5 ms) is named: its packed ratios say nothing about
