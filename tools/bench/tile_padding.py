@@ -25,9 +25,18 @@ def _ceil_to(n: int, block: int) -> int:
     return -(-n // block) * block
 
 
+MASKS = ("dense", "causal")
+
+
+def _check_mask(mask: str) -> None:
+    if mask not in MASKS:
+        raise ValueError(f"mask {mask!r}: tile_padding counts {' and '.join(MASKS)} masks")
+
+
 def walked_pairs(lengths: Iterable[int], mask: str, block_m: int, block_n: int) -> int:
     """(row, key) pairs a kernel of block_m x block_n tiles computes for requests of these lengths
     (Sq == Sk each)."""
+    _check_mask(mask)
     total = 0
     for n in lengths:
         if n <= 0:
@@ -40,6 +49,7 @@ def walked_pairs(lengths: Iterable[int], mask: str, block_m: int, block_n: int) 
 
 
 def visible_pairs(lengths: Iterable[int], mask: str) -> int:
+    _check_mask(mask)
     return sum(n * n if mask == "dense" else n * (n + 1) // 2 for n in lengths if n > 0)
 
 
@@ -67,7 +77,7 @@ def table(shapes: Sequence[str], tiles: Sequence[Tuple[int, int]]) -> List[str]:
     ]
     for name in shapes:
         shape = bc.SHAPES[name]
-        for mask in ("dense", "causal"):
+        for mask in MASKS:
             cells = [f"{real_share(shape.q_lens, mask, m, n):.3f}" for m, n in tiles]
             lines.append(f"| {name} | {mask} | " + " | ".join(cells) + " |")
     return lines

@@ -24,6 +24,11 @@ def test_walked_and_visible_pairs_by_hand():
     assert tp.visible_pairs([3, 0], "dense") == 9
     assert tp.walked_pairs([0], "dense", 128, 128) == 0 and tp.real_share([], "dense", 64, 64) == 1.0
     assert tp.real_share([129], "dense", 128, 128) == pytest.approx(129 * 129 / (256 * 256))
+    for bad in ("win1k", "vwin"):
+        with pytest.raises(ValueError, match=f"mask '{bad}'"):
+            tp.walked_pairs([8], bad, 64, 64)
+        with pytest.raises(ValueError, match=f"mask '{bad}'"):
+            tp.visible_pairs([8], bad)
     # longer requests waste less of their tiles
     assert tp.real_share([1000], "dense", 128, 128) > tp.real_share([200], "dense", 128, 128)
 
