@@ -296,8 +296,13 @@ def serving_lines(doc: dict) -> List[str]:
     ]
     vs_cudnn, packed_share, ragged_share = [], [], []
     for r in fixed:
-        shape = r["params"]["shape"]
-        twin = {prefix: by_name.get(r["name"][: -len(shape)] + prefix + shape) for prefix in ("packed-", "ragged-")}
+        p = r["params"]
+        twin = {
+            prefix: by_name.get(
+                bc.Case(p["head_dim"], p["mask"], p["dtype"], p["hq"], p["hkv"], prefix + p["shape"]).name
+            )
+            for prefix in ("packed-", "ragged-")
+        }
         t, c = _tflops(r, "tsattn"), _tflops(r, "cudnn")
         tp, tr = _tflops(twin["packed-"], "tsattn"), _tflops(twin["ragged-"], "tsattn")
         if t and c:
