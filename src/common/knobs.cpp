@@ -110,7 +110,7 @@ constexpr std::array kKnobs = {
              false, kSplitTails},
     KnobInfo{Knob::cta_pairs, "TSATTN_CTA_PAIRS", enumeration, "auto",
              "whether sm90a 16-bit launches run in CTA pairs that share each K/V tile (auto: where the module can, "
-             "except pairs along query tiles for short requests; on: wherever the module can; off: single CTAs)",
+             "except for short requests; on: wherever the module can; off: single CTAs)",
              false, kCtaPairs},
     KnobInfo{Knob::short_keys, "TSATTN_SHORT_KEYS", enumeration, "auto",
              "whether sm90a 16-bit D128 dense calls run the kernel's variant of 128-key tiles instead of 160, and "

@@ -6,14 +6,21 @@ namespace tsattn {
 
 PairAxis choose_pair_axis(const Problem& p, PairsKernel kernel, std::string_view forced) {
   if (forced == "off") return PairAxis::none;
-  if (kernel.along_heads && p.group_size() % 2 == 0) return PairAxis::heads;
-  if (kernel.along_query_tiles && p.group_size() % 2 == 1 && (forced == "on" || !query_tile_pairs_waste(p)))
+  const bool all = forced == "on";
+  if (kernel.along_heads && p.group_size() % 2 == 0 && (all || !head_pairs_waste(p))) return PairAxis::heads;
+  if (kernel.along_query_tiles && p.group_size() % 2 == 1 && (all || !query_tile_pairs_waste(p)))
     return PairAxis::query_tiles;
   return PairAxis::none;
 }
 
+int64_t mean_query_rows(const Problem& p) {
+  return p.layout == Layout::fixed ? p.q_tokens : p.q_tokens / std::max<int64_t>(1, p.batch);
+}
+
+bool head_pairs_waste(const Problem& p) { return mean_query_rows(p) <= kShortHeadPairRows; }
+
 bool query_tile_pairs_waste(const Problem& p) {
-  const int64_t rows = p.layout == Layout::fixed ? p.q_tokens : p.q_tokens / std::max<int64_t>(1, p.batch);
+  const int64_t rows = mean_query_rows(p);
   if (p.layout == Layout::fixed) return p.mask == MaskMode::causal && rows <= kShortCausalRows;
   return rows <= (p.mask == MaskMode::causal ? kShortPackedCausalRows : kShortPackedRows);
 }

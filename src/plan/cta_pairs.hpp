@@ -29,18 +29,28 @@ struct PairsKernel {
   bool along_query_tiles = false;
 };
 
-// `forced` is TSATTN_CTA_PAIRS: "on" pairs wherever the kernel can, "auto" too except along query
-// tiles where query_tile_pairs_waste, "off" never.
+// `forced` is TSATTN_CTA_PAIRS: "on" pairs wherever the kernel can, "auto" too except where
+// head_pairs_waste or query_tile_pairs_waste, "off" never.
 PairAxis choose_pair_axis(const Problem& p, PairsKernel kernel, std::string_view forced = "auto");
+
+// Query rows per request: the fixed layout's Sq, the packed layout's mean.
+int64_t mean_query_rows(const Problem& p);
+
+// Whether pairs along heads cost more than their shared K/V saves: for requests of at most
+// kShortHeadPairRows query rows on average, whose items of two to four key tiles save few bytes,
+// while every K/V stage of a pair waits for both CTAs to release it (docs/decisions.md).
+constexpr int64_t kShortHeadPairRows = 512;
+bool head_pairs_waste(const Problem& p);
 
 // Whether pairs along query tiles cost more than their shared K/V saves, by the mean query rows
 // per request: a causal pair's first tile walks one key tile more, a large share of a short
 // request's work, and a packed request's last pair half-fills more often the shorter it is
-// (docs/decisions.md, kShortCausalRows). Single CTAs run those calls. The packed
-// bounds are lower: a mean hides the long requests of a ragged batch, where pairs still pay.
+// (docs/decisions.md, kShortCausalRows). Single CTAs run those calls. Packed causal calls
+// stop at a lower mean, which hides the long requests of a ragged batch, where pairs still pay;
+// packed dense calls have a bound where fixed ones have none, since only theirs half-fill.
 constexpr int64_t kShortCausalRows = 2048;
 constexpr int64_t kShortPackedCausalRows = 1024;
-constexpr int64_t kShortPackedRows = 512;
+constexpr int64_t kShortPackedRows = 1024;
 bool query_tile_pairs_waste(const Problem& p);
 
 // Rows per tile of the work list: a pair along query tiles plans tiles of both CTAs' rows.

@@ -264,7 +264,7 @@ TEST_SUITE("gpu/attention") {
     ErrorSummary summary;
     CapturedLog log(LogLevel::debug);
     // Pairs wherever the module can: these requests are short enough for "auto" to run single CTAs
-    // along query tiles (query_tile_pairs_waste), and the paired paths are what this test checks.
+    // (head_pairs_waste, query_tile_pairs_waste), and the paired paths are what this test checks.
     testing::ScopedEnv env;
     env.set("TSATTN_CTA_PAIRS", "on");
     size_t launches_seen = 0;

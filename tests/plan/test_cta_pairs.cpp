@@ -50,6 +50,24 @@ TEST_SUITE("plan/cta_pairs") {
       CHECK(choose_pair_axis(short_request, both, "on") == PairAxis::query_tiles);
       short_request.num_kv_heads = 8;
       CHECK(choose_pair_axis(short_request, both) == PairAxis::heads);
+      // Pairs along heads are left out for requests of at most kShortHeadPairRows query rows
+      // (fixed: Sq; packed: the mean), whatever the mask; "on" keeps them.
+      short_request.q_tokens = kShortHeadPairRows + 1;
+      CHECK_FALSE(head_pairs_waste(short_request));
+      CHECK(choose_pair_axis(short_request, both) == PairAxis::heads);
+      short_request.q_tokens = kShortHeadPairRows;
+      CHECK(head_pairs_waste(short_request));
+      CHECK(choose_pair_axis(short_request, both) == PairAxis::none);
+      CHECK(choose_pair_axis(short_request, heads_only) == PairAxis::none);
+      CHECK(choose_pair_axis(short_request, both, "on") == PairAxis::heads);
+      Problem packed_gqa = heads_problem(32, 8, mask);
+      packed_gqa.layout = Layout::packed;
+      packed_gqa.batch = 16;
+      packed_gqa.q_tokens = packed_gqa.kv_tokens = 16 * kShortHeadPairRows;
+      CHECK(mean_query_rows(packed_gqa) == kShortHeadPairRows);
+      CHECK(choose_pair_axis(packed_gqa, both) == PairAxis::none);
+      packed_gqa.q_tokens = packed_gqa.kv_tokens = 16 * kShortHeadPairRows + 16;
+      CHECK(choose_pair_axis(packed_gqa, both) == PairAxis::heads);
       Problem packed = heads_problem(32, 32, mask);
       packed.layout = Layout::packed;
       packed.batch = 8;

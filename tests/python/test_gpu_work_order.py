@@ -187,15 +187,17 @@ def test_graph_replays_claim_from_a_fresh_counter(monkeypatch, layout):
     replay_with_fresh_inputs(capture_graph(call), (q, k, v), out, check)
 
 
-# (id, (B, S), Hq, Hkv, D, dtype, mask): many items per CTA, paired where the kernel can pair.
+# (id, (B, S), Hq, Hkv, D, dtype, mask, TSATTN_CTA_PAIRS): many items per CTA, paired where the
+# kernel can pair ("on": also the short GQA batches, which the automatic rule runs in single CTAs).
 REPEATED = [
-    ("causal_d256_gqa4_b32_s256", (32, 256), 16, 4, 256, "bf16", "causal"),
-    ("causal_d256_fp16_mha_b8_s384", (8, 384), 8, 8, 256, "fp16", "causal"),
-    ("dense_d256_gqa4_b2_s2048", (2, 2048), 16, 4, 256, "bf16", "dense"),
-    ("causal_d128_gqa4_b32_s256", (32, 256), 32, 8, 128, "bf16", "causal"),
-    ("dense_d128_gqa4_b16_s512", (16, 512), 32, 8, 128, "bf16", "dense"),
-    ("dense_d128_gqa4_b2_s2048_160_key_tiles", (2, 2048), 32, 8, 128, "bf16", "dense"),
-    ("causal_d128_gqa4_b1_s4096", (1, 4096), 32, 8, 128, "bf16", "causal"),
+    ("causal_d256_gqa4_b32_s256", (32, 256), 16, 4, 256, "bf16", "causal", "on"),
+    ("causal_d256_fp16_mha_b8_s384", (8, 384), 8, 8, 256, "fp16", "causal", "on"),
+    ("dense_d256_gqa4_b2_s2048", (2, 2048), 16, 4, 256, "bf16", "dense", "on"),
+    ("causal_d128_gqa4_b32_s256", (32, 256), 32, 8, 128, "bf16", "causal", "on"),
+    ("dense_d128_gqa4_b16_s512", (16, 512), 32, 8, 128, "bf16", "dense", "on"),
+    ("dense_d128_gqa4_b16_s512_single_ctas", (16, 512), 32, 8, 128, "bf16", "dense", "auto"),
+    ("dense_d128_gqa4_b2_s2048_160_key_tiles", (2, 2048), 32, 8, 128, "bf16", "dense", "on"),
+    ("causal_d128_gqa4_b1_s4096", (1, 4096), 32, 8, 128, "bf16", "causal", "on"),
 ]
 
 
@@ -205,8 +207,9 @@ def test_many_calls_in_a_row_give_one_answer(monkeypatch, case, order):
     """400 identical calls queued back to back, each into a NaN-poisoned buffer: every output must
     equal the first bit for bit, and the first must match the reference. Races between the warps
     or the CTAs of a pair show up here as rows left unwritten, wrong rows or a hung launch."""
-    name, (b, s), hq, hkv, d, dtype, mask = case
+    name, (b, s), hq, hkv, d, dtype, mask, pairs = case
     monkeypatch.setenv("TSATTN_WORK_ORDER", order)
+    monkeypatch.setenv("TSATTN_CTA_PAIRS", pairs)
     torch.manual_seed(sum(map(ord, name + order)))
     q, k, v = (
         randn((b, s, hq, d), DTYPES[dtype]),
