@@ -33,12 +33,14 @@ struct PairsKernel {
 // head_pairs_waste or query_tile_pairs_waste, "off" never.
 PairAxis choose_pair_axis(const Problem& p, PairsKernel kernel, std::string_view forced = "auto");
 
-// Query rows per request: the fixed layout's Sq, the packed layout's mean.
+// Query rows and keys per request: the fixed layout's Sq and Sk, the packed layout's means.
 int64_t mean_query_rows(const Problem& p);
+int64_t mean_keys(const Problem& p);
 
 // Whether pairs along heads cost more than their shared K/V saves: for requests of at most
-// kShortHeadPairRows query rows on average, whose items of two to four key tiles save few bytes,
-// while every K/V stage of a pair waits for both CTAs to release it (docs/decisions.md).
+// kShortHeadPairRows query rows and keys on average, whose items of two to four key tiles save
+// few bytes, while every K/V stage of a pair waits for both CTAs to release it
+// (docs/decisions.md). A chunk of a long prompt (few rows, many keys) keeps its pairs.
 constexpr int64_t kShortHeadPairRows = 512;
 bool head_pairs_waste(const Problem& p);
 

@@ -50,12 +50,14 @@ TEST_SUITE("plan/cta_pairs") {
       CHECK(choose_pair_axis(short_request, both, "on") == PairAxis::query_tiles);
       short_request.num_kv_heads = 8;
       CHECK(choose_pair_axis(short_request, both) == PairAxis::heads);
-      // Pairs along heads are left out for requests of at most kShortHeadPairRows query rows
-      // (fixed: Sq; packed: the mean), whatever the mask; "on" keeps them.
-      short_request.q_tokens = kShortHeadPairRows + 1;
+      // Pairs along heads are left out for requests of at most kShortHeadPairRows query rows and
+      // keys (fixed: Sq and Sk; packed: the means), whatever the mask; "on" keeps them.
+      short_request.q_tokens = short_request.kv_tokens = kShortHeadPairRows + 1;
       CHECK_FALSE(head_pairs_waste(short_request));
       CHECK(choose_pair_axis(short_request, both) == PairAxis::heads);
-      short_request.q_tokens = kShortHeadPairRows;
+      short_request.q_tokens = kShortHeadPairRows;  // a chunk of a longer prompt keeps its pairs
+      CHECK_FALSE(head_pairs_waste(short_request));
+      short_request.kv_tokens = kShortHeadPairRows;
       CHECK(head_pairs_waste(short_request));
       CHECK(choose_pair_axis(short_request, both) == PairAxis::none);
       CHECK(choose_pair_axis(short_request, heads_only) == PairAxis::none);
