@@ -21,7 +21,10 @@ int64_t mean_keys(const Problem& p) {
   return p.layout == Layout::fixed ? p.kv_tokens : p.kv_tokens / std::max<int64_t>(1, p.batch);
 }
 
-bool head_pairs_waste(const Problem& p) { return std::max(mean_query_rows(p), mean_keys(p)) <= kShortHeadPairRows; }
+bool head_pairs_waste(const Problem& p) {
+  const bool packed_dense = p.layout == Layout::packed && p.mask == MaskMode::dense;
+  return std::max(mean_query_rows(p), mean_keys(p)) <= (packed_dense ? kShortPackedRows : kShortHeadPairRows);
+}
 
 bool query_tile_pairs_waste(const Problem& p) {
   const int64_t rows = mean_query_rows(p);

@@ -38,9 +38,10 @@ int64_t mean_query_rows(const Problem& p);
 int64_t mean_keys(const Problem& p);
 
 // Whether pairs along heads cost more than their shared K/V saves: for requests of at most
-// kShortHeadPairRows query rows and keys on average, whose items of two to four key tiles save
-// few bytes, while every K/V stage of a pair waits for both CTAs to release it
-// (docs/decisions.md). A chunk of a long prompt (few rows, many keys) keeps its pairs.
+// kShortHeadPairRows query rows and keys on average (packed dense calls: kShortPackedRows), whose
+// items of a few key tiles save few bytes, while every K/V stage of a pair waits for both CTAs
+// to release it (docs/decisions.md). A chunk of a long prompt (few rows, many keys) keeps its
+// pairs.
 constexpr int64_t kShortHeadPairRows = 512;
 bool head_pairs_waste(const Problem& p);
 
@@ -49,7 +50,8 @@ bool head_pairs_waste(const Problem& p);
 // request's work, and a packed request's last pair half-fills more often the shorter it is
 // (docs/decisions.md, kShortCausalRows). Single CTAs run those calls. Packed causal calls
 // stop at a lower mean, which hides the long requests of a ragged batch, where pairs still pay;
-// packed dense calls have a bound where fixed ones have none, since only theirs half-fill.
+// packed dense calls have a bound where fixed ones have none, since only theirs half-fill (the
+// same bound leaves out their pairs along heads).
 constexpr int64_t kShortCausalRows = 2048;
 constexpr int64_t kShortPackedCausalRows = 1024;
 constexpr int64_t kShortPackedRows = 1024;

@@ -62,13 +62,16 @@ TEST_SUITE("plan/cta_pairs") {
       CHECK(choose_pair_axis(short_request, both) == PairAxis::none);
       CHECK(choose_pair_axis(short_request, heads_only) == PairAxis::none);
       CHECK(choose_pair_axis(short_request, both, "on") == PairAxis::heads);
+      // Packed: by the means; packed dense calls up to kShortPackedRows, as along query tiles.
       Problem packed_gqa = heads_problem(32, 8, mask);
       packed_gqa.layout = Layout::packed;
       packed_gqa.batch = 16;
-      packed_gqa.q_tokens = packed_gqa.kv_tokens = 16 * kShortHeadPairRows;
-      CHECK(mean_query_rows(packed_gqa) == kShortHeadPairRows);
+      const int64_t head_bound = mask == MaskMode::dense ? kShortPackedRows : kShortHeadPairRows;
+      packed_gqa.q_tokens = packed_gqa.kv_tokens = 16 * head_bound;
+      CHECK(mean_query_rows(packed_gqa) == head_bound);
+      CHECK(mean_keys(packed_gqa) == head_bound);
       CHECK(choose_pair_axis(packed_gqa, both) == PairAxis::none);
-      packed_gqa.q_tokens = packed_gqa.kv_tokens = 16 * kShortHeadPairRows + 16;
+      packed_gqa.q_tokens = packed_gqa.kv_tokens = 16 * head_bound + 16;
       CHECK(choose_pair_axis(packed_gqa, both) == PairAxis::heads);
       Problem packed = heads_problem(32, 32, mask);
       packed.layout = Layout::packed;
