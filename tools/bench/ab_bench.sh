@@ -12,7 +12,8 @@
 # its precompiled kernels from there first, so the GPU machine spends no time in NVRTC. A build folder
 # may also hold ab-env: NAME=value lines set for its runs only (e.g. TSATTN_WORK_ORDER=static, to
 # time one library in two modes). One line per case, build and round: TFLOP/s, the correctness
-# check's status and relative norm error.
+# check's status and relative norm error; tools/bench/ab_ratio.py turns them into ratios to the
+# first build.
 set -uo pipefail
 cases=$1 rounds=$2
 shift 2
