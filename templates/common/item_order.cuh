@@ -57,6 +57,63 @@ __host__ __device__ inline ItemPlace item_place(Index w, i64 list_tiles, int hea
   return place;
 }
 
+// Division by a divisor fixed for the launch, as a multiply-high, an add and a shift (the round-up
+// method: m = floor(2^32 (2^s - d) / d) + 1, s = ceil(log2 d)); exact for n < 2^31 and
+// 1 <= d < 2^31 (d = 0 divides by 1). A hardware u32 division is a float reciprocal and two
+// conversions, about 15 dependent instructions, and the sm90a consumers decode at each item's
+// start with no GEMM of their own in flight (docs/PERF.md, serving step 8).
+struct FastDivisor {
+  u32 d, m, s;
+};
+
+__host__ __device__ inline FastDivisor fast_divisor(u32 d) {
+  FastDivisor f;
+  f.d = d > 0 ? d : 1;
+  f.s = 0;
+  while ((1ull << f.s) < f.d) ++f.s;
+  f.m = static_cast<u32>(((1ull << 32) * ((1ull << f.s) - f.d)) / f.d + 1);
+  return f;
+}
+
+__host__ __device__ inline u32 fast_divide(u32 n, const FastDivisor& f) {
+  const u32 high = static_cast<u32>((static_cast<u64>(f.m) * n) >> 32);
+  return (high + n) >> f.s;
+}
+
+// item_place's 32-bit walk with the launch's divisors made once (item_divisors): the same places.
+struct ItemDivisors {
+  FastDivisor chunk_items;    // tiles_per_chunk * heads
+  FastDivisor kv_items;       // tiles_per_chunk * group: the items of one kv head in a whole chunk
+  FastDivisor last_kv_items;  // the same in the last chunk, which may be shorter
+  FastDivisor group;
+  u32 tiles_per_chunk, last_chunk;
+};
+
+__host__ __device__ inline ItemDivisors item_divisors(i64 list_tiles, int heads, int group, int tiles_per_chunk) {
+  ItemDivisors d;
+  const u32 tiles = static_cast<u32>(list_tiles), per_chunk = static_cast<u32>(tiles_per_chunk);
+  d.tiles_per_chunk = per_chunk;
+  d.last_chunk = tiles > 0 ? (tiles - 1) / per_chunk : 0;
+  d.chunk_items = fast_divisor(per_chunk * static_cast<u32>(heads));
+  d.kv_items = fast_divisor(per_chunk * static_cast<u32>(group));
+  d.last_kv_items = fast_divisor((tiles - d.last_chunk * per_chunk) * static_cast<u32>(group));
+  d.group = fast_divisor(static_cast<u32>(group));
+  return d;
+}
+
+__host__ __device__ inline ItemPlace item_place(u32 w, const ItemDivisors& d) {
+  const u32 chunk = fast_divide(w, d.chunk_items);
+  const u32 in_chunk = w - chunk * d.chunk_items.d;
+  const FastDivisor& kv_items = chunk == d.last_chunk ? d.last_kv_items : d.kv_items;
+  const u32 kv_head = fast_divide(in_chunk, kv_items);
+  const u32 in_kv = in_chunk - kv_head * kv_items.d;
+  const u32 tile_in_chunk = fast_divide(in_kv, d.group);
+  ItemPlace place;
+  place.tile_index = static_cast<i64>(chunk) * d.tiles_per_chunk + tile_in_chunk;
+  place.head = static_cast<int>(kv_head * d.group.d + (in_kv - tile_in_chunk * d.group.d));
+  return place;
+}
+
 }  // namespace tsattn_dev
 
 #endif  // TSATTN_COMMON_ITEM_ORDER_CUH

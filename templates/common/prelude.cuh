@@ -21,6 +21,16 @@ typedef long long i64;
 typedef unsigned long long u64;
 static_assert(sizeof(u16) == 2 && sizeof(u32) == 4 && sizeof(u64) == 8, "fixed-width types");
 
+// Select<c, A, B>::type is A when c holds, else B (std::conditional; NVRTC has no <type_traits>).
+template <bool kCondition, class A, class B>
+struct Select {
+  typedef A type;
+};
+template <class A, class B>
+struct Select<false, A, B> {
+  typedef B type;
+};
+
 #if defined(__CUDA_ARCH__)
 __device__ __forceinline__ u32 float_bits(float x) { return __float_as_uint(x); }
 __device__ __forceinline__ float bits_float(u32 x) { return __uint_as_float(x); }

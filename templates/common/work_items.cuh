@@ -50,12 +50,41 @@ struct WorkItem {
   RequestExtent extent;
 };
 
-// Decodes item w; false when the entry does nothing. Tiles come from the library's own planners;
-// the checks only make a corrupt entry do nothing instead of addressing outside the tensors.
-// The result is uniform over the CTA. kChunked false: one tile per chunk whatever tiles_per_chunk
-// says (query head w % heads of tile w / heads), for kernels whose key loop the chunk arithmetic
-// slows down (such a module exports tsattn_chunked_order = 0, and the host plans one tile per chunk).
-// kNarrow: the caller knows list.items < 2^31, so the index arithmetic runs in 32 bits, unsigned.
+// An implicit list's tile index as its request and the number of whole rounds of requests before it.
+struct ImplicitSplit {
+  i64 request, round;
+};
+
+// The item of list tile `tile_index` and query head head_of(); false when the entry does nothing.
+// Tiles come from the library's own planners; the checks only make a corrupt entry do nothing
+// instead of addressing outside the tensors. The result is uniform over the CTA. split_implicit(i)
+// gives the implicit list's ImplicitSplit of tile i; kCheckHead: the head may lie past the last
+// (a chunked decode of a corrupt entry).
+template <int kBlockM, bool kCheckHead, class HeadOf, class SplitImplicit>
+__device__ __forceinline__ bool item_at(const TsattnPrefillParams& p, const WorkList& list, i64 tile_index,
+                                        HeadOf head_of, SplitImplicit split_implicit, WorkItem& item) {
+  TsattnTile tile;
+  if (p.tiles) {
+    tile = p.tiles[tile_index];
+  } else {
+    // The implicit list: q_tile descending (the last tiles of a causal request see the most keys).
+    const ImplicitSplit split = split_implicit(tile_index);
+    tile.request = static_cast<int>(split.request);
+    tile.q_tile = static_cast<int>(list.implicit_per_request - 1 - split.round);
+  }
+  if (tile.request < 0 || tile.request >= p.batch || tile.q_tile < 0 || (kCheckHead && head_of() >= list.heads))
+    return false;
+  item.request = tile.request;
+  item.q_tile = tile.q_tile;
+  item.head = head_of();
+  item.extent = request_extent(p, tile.request);
+  return static_cast<i64>(tile.q_tile) * kBlockM < item.extent.q_len;
+}
+
+// Decodes item w. kChunked false: one tile per chunk whatever tiles_per_chunk says (query head
+// w % heads of tile w / heads), for kernels whose key loop the chunk arithmetic slows down (such a
+// module exports tsattn_chunked_order = 0, and the host plans one tile per chunk). kNarrow: the
+// caller knows list.items < 2^31, so the index arithmetic runs in 32 bits, unsigned.
 template <int kBlockM, bool kChunked = true, bool kNarrow = false>
 __device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const WorkList& list, i64 w, WorkItem& item) {
   using Index = typename IndexType<kNarrow>::type;
@@ -63,21 +92,40 @@ __device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const Wo
   if constexpr (kChunked)
     place = item_place<Index>(static_cast<Index>(w), list.tiles, list.heads, list.group, list.tiles_per_chunk);
   const Index tile_index = kChunked ? static_cast<Index>(place.tile_index) : static_cast<Index>(w) / list.heads;
-  TsattnTile tile;
-  if (p.tiles) {
-    tile = p.tiles[tile_index];
-  } else {
-    // The implicit list: q_tile descending (the last tiles of a causal request see the most keys).
-    tile.request = static_cast<int>(tile_index % p.batch);
-    tile.q_tile = static_cast<int>(list.implicit_per_request - 1 - tile_index / p.batch);
-  }
-  if (tile.request < 0 || tile.request >= p.batch || tile.q_tile < 0 || (kChunked && place.head >= list.heads))
-    return false;
-  item.request = tile.request;
-  item.q_tile = tile.q_tile;
-  item.head = kChunked ? place.head : static_cast<int>(w % list.heads);
-  item.extent = request_extent(p, tile.request);
-  return static_cast<i64>(tile.q_tile) * kBlockM < item.extent.q_len;
+  const auto split = [&](i64 i) {
+    return ImplicitSplit{static_cast<i64>(static_cast<Index>(i) % p.batch),
+                         static_cast<i64>(static_cast<Index>(i) / p.batch)};
+  };
+  if constexpr (kChunked)
+    return item_at<kBlockM, true>(
+        p, list, tile_index, [head = place.head] { return head; }, split, item);
+  else
+    return item_at<kBlockM, false>(
+        p, list, tile_index, [&] { return static_cast<int>(w % list.heads); }, split, item);
+}
+
+// The same for the 32-bit chunked walk, with the launch's divisors made once (ItemDecoder): no
+// hardware division on the decoding warp's path.
+struct ItemDecoder {
+  ItemDivisors place;
+  FastDivisor batch;
+};
+
+__device__ __forceinline__ ItemDecoder item_decoder(const TsattnPrefillParams& p, const WorkList& list) {
+  return {item_divisors(list.tiles, list.heads, list.group, list.tiles_per_chunk),
+          fast_divisor(static_cast<u32>(max(p.batch, 1)))};
+}
+
+template <int kBlockM>
+__device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const WorkList& list,
+                                          const ItemDecoder& decoder, u32 w, WorkItem& item) {
+  const ItemPlace place = item_place(w, decoder.place);
+  const auto split = [&](i64 i) {
+    const u32 round = fast_divide(static_cast<u32>(i), decoder.batch);
+    return ImplicitSplit{static_cast<i64>(static_cast<u32>(i) - round * decoder.batch.d), static_cast<i64>(round)};
+  };
+  return item_at<kBlockM, true>(
+      p, list, place.tile_index, [head = place.head] { return head; }, split, item);
 }
 
 }  // namespace tsattn_dev

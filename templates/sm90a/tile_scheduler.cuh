@@ -108,19 +108,42 @@ __device__ __forceinline__ SlotWalk slot_walk(const TsattnPrefillParams& p, cons
   return {static_cast<i64>(blockIdx.x / kCtas), list.items / items_per_slot, static_cast<i64>(gridDim.x / kCtas)};
 }
 
+// How a walk decodes an item: with hardware divisions (WorkItems; kNarrow: see work_item), or
+// with the launch's divisors made once (FastItems: the consumers of the 32-bit walk, whose decode
+// sits at each item's start; the producer has no registers to hold the divisors).
+template <bool kNarrow>
+struct WorkItems {
+  __device__ __forceinline__ explicit WorkItems(const TsattnPrefillParams&, const WorkList&) {}
+  template <int kRows>
+  __device__ __forceinline__ bool at(const TsattnPrefillParams& p, const WorkList& list, i64 w, WorkItem& item) const {
+    return work_item<kRows, kChunkedOrder, kNarrow>(p, list, w, item);
+  }
+};
+
+struct FastItems {
+  ItemDecoder decoder;
+  __device__ __forceinline__ explicit FastItems(const TsattnPrefillParams& p, const WorkList& list)
+      : decoder(item_decoder(p, list)) {}
+  template <int kRows>
+  __device__ __forceinline__ bool at(const TsattnPrefillParams& p, const WorkList& list, i64 w, WorkItem& item) const {
+    static_assert(kChunkedOrder, "the divisors are those of the chunked order");
+    return work_item<kRows>(p, list, decoder, static_cast<u32>(w), item);
+  }
+};
+
 // The item of cluster rank `rank` in slot `slot`, as that CTA's own BLOCK_M-row tile (item.q_tile
-// counts BLOCK_M rows). False when the slot gives it nothing. kNarrow: see work_item.
-template <u32 kCtas, bool kNarrow = false>
-__device__ __forceinline__ bool slot_item(const TsattnPrefillParams& p, const WorkList& list, i64 slot, u32 rank,
-                                          WorkItem& item) {
+// counts BLOCK_M rows). False when the slot gives it nothing.
+template <u32 kCtas, class Items>
+__device__ __forceinline__ bool slot_item(const TsattnPrefillParams& p, const WorkList& list, const Items& items,
+                                          i64 slot, u32 rank, WorkItem& item) {
   if constexpr (kCtas == 1) {
-    return work_item<kBlockM, kChunkedOrder, kNarrow>(p, list, slot, item);
+    return items.template at<kBlockM>(p, list, slot, item);
   } else if (pairs_along_tiles<kCtas>(p)) {
-    if (!work_item<2 * kBlockM, kChunkedOrder, kNarrow>(p, list, slot, item)) return false;
+    if (!items.template at<2 * kBlockM>(p, list, slot, item)) return false;
     item.q_tile = 2 * item.q_tile + static_cast<int>(rank);
     return true;
   } else {
-    return work_item<kBlockM, kChunkedOrder, kNarrow>(p, list, 2 * slot + rank, item);
+    return items.template at<kBlockM>(p, list, 2 * slot + rank, item);
   }
 }
 
@@ -287,14 +310,17 @@ __device__ __forceinline__ u32 read_slot(u32 smem, u32 bars, u32 k, u32& tiles) 
 // kProducer: the producer warp's walk, which requests each entry before reading it.
 template <u32 kCtas, bool kProducer>
 struct ItemWalk {
+  // The dynamic order's readers decode in 32 bits; its consumers with the launch's divisors.
+  using Items = typename Select<kDynamicOrder && !kProducer, FastItems, WorkItems<kDynamicOrder>>::type;
   WorkList list;
+  Items items;
   SlotWalk slots;
   i64 slot;   // static order: the next slot to decode
   u32 taken;  // dynamic order: ring entries read so far
   u32 tiles;  // kSplitTail: the current item's key tiles (the ring entry's second word)
 
-  __device__ __forceinline__ explicit ItemWalk(const TsattnPrefillParams& p) : taken(0), tiles(kWholeSlot) {
-    list = slot_list<kCtas>(p);
+  __device__ __forceinline__ explicit ItemWalk(const TsattnPrefillParams& p)
+      : list(slot_list<kCtas>(p)), items(p, list), taken(0), tiles(kWholeSlot) {
     if constexpr (!kDynamicOrder) {
       slots = slot_walk<kCtas>(p, list);
       slot = slots.first;
@@ -320,11 +346,11 @@ struct ItemWalk {
         const u32 claimed = read_slot<kCtas>(smem, bars, taken++, tiles);
         if (claimed == kNoSlot) return false;
         if (kSplitTail && tiles == kNoPiece) continue;
-        if (slot_item<kCtas, true>(p, list, claimed, rank, item)) return true;
+        if (slot_item<kCtas>(p, list, items, claimed, rank, item)) return true;
       }
     } else {
       for (; slot < slots.end; slot += slots.step)
-        if (slot_item<kCtas>(p, list, slot, rank, item)) {
+        if (slot_item<kCtas>(p, list, items, slot, rank, item)) {
           slot += slots.step;
           return true;
         }

@@ -31,6 +31,9 @@ Problem one_sequence_gqa4(int64_t tokens) {
   return p;
 }
 
+using tsattn_dev::fast_divide;
+using tsattn_dev::fast_divisor;
+using tsattn_dev::item_divisors;
 using tsattn_dev::item_place;
 using tsattn_dev::ItemPlace;
 
@@ -48,6 +51,10 @@ void check_order(int64_t tiles, int heads, int group, int chunk) {
     const ItemPlace narrow = item_place(static_cast<uint32_t>(w), tiles, heads, group, chunk);
     CHECK(narrow.tile_index == place.tile_index);
     CHECK(narrow.head == place.head);
+    // So do the sm90a consumers, with the launch's divisors made once.
+    const ItemPlace fast = item_place(static_cast<uint32_t>(w), item_divisors(tiles, heads, group, chunk));
+    CHECK(fast.tile_index == place.tile_index);
+    CHECK(fast.head == place.head);
     REQUIRE(place.tile_index >= 0);
     REQUIRE(place.tile_index < tiles);
     REQUIRE(place.head >= 0);
@@ -85,6 +92,27 @@ TEST_SUITE("plan/work_order") {
       for (const auto& [heads, group] : head_groups)
         for (const int64_t chunk : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{16}, tiles, tiles + 5})
           check_order(tiles, heads, group, static_cast<int>(chunk));
+  }
+
+  TEST_CASE("division by a launch's divisor (fast_divide) is exact below 2^31") {
+    std::mt19937 rng(20261203);
+    std::uniform_int_distribution<uint32_t> any(0, (1u << 31) - 1);
+    std::vector<uint32_t> divisors = {1, 2, 3, 5, 6, 7, 31, 100, 127, 129, 641, 65535, 65537, (1u << 31) - 1};
+    for (int k = 1; k < 31; ++k) divisors.insert(divisors.end(), {(1u << k) - 1, 1u << k, (1u << k) + 1});
+    for (int i = 0; i < 200; ++i) divisors.push_back(std::max(any(rng), 1u));
+    for (const uint32_t d : divisors) {
+      CAPTURE(d);
+      const auto f = fast_divisor(d);
+      std::vector<uint32_t> dividends = {0, 1, d - 1, d, d + 1, 2 * d - 1, (1u << 31) - 1, (1u << 31) - d};
+      for (int i = 0; i < 200; ++i) dividends.push_back(any(rng));
+      for (const uint32_t n : dividends) {
+        if (n >= (1u << 31)) continue;
+        CAPTURE(n);
+        REQUIRE(fast_divide(n, f) == n / d);
+      }
+    }
+    // A zero divisor (an empty list's) divides by one instead of faulting.
+    CHECK(fast_divide(7, fast_divisor(0)) == 7);
   }
 
   TEST_CASE("a chunk shares K/V: with one chunk a kv head's items are all adjacent") {
