@@ -181,6 +181,8 @@ constexpr bool short_keys_variants_differ_only_in_width() {
           // D128 at 128 keys: S and P take 24 registers fewer, so the consumers keep 232 as at causal
           // D128. D256 consumers keep 240 (O alone is 128 registers).
           if (b.producer_registers != (d128 ? 40 : 24) || b.consumer_registers != (d128 ? 232 : 240)) return false;
+          // So does the consumers' decode: 160-key dense D128 kernels keep hardware divisions.
+          if (a.fast_decode != !d128 || !b.fast_decode) return false;
           if (a.block_m != b.block_m || a.num_warps != b.num_warps || a.stages != b.stages ||
               a.two_level != b.two_level || a.overlap_softmax != b.overlap_softmax || a.ping_pong != b.ping_pong ||
               a.pv_chunk_n != b.pv_chunk_n || a.pv_chunk_buffers != b.pv_chunk_buffers ||

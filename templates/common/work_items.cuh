@@ -60,8 +60,8 @@ struct ImplicitSplit {
 // instead of addressing outside the tensors. The result is uniform over the CTA. split_implicit(i)
 // gives the implicit list's ImplicitSplit of tile i; kCheckHead: the head may lie past the last
 // (a chunked decode of a corrupt entry).
-template <int kBlockM, bool kCheckHead, class HeadOf, class SplitImplicit>
-__device__ __forceinline__ bool item_at(const TsattnPrefillParams& p, const WorkList& list, i64 tile_index,
+template <int kBlockM, bool kCheckHead, class Index, class HeadOf, class SplitImplicit>
+__device__ __forceinline__ bool item_at(const TsattnPrefillParams& p, const WorkList& list, Index tile_index,
                                         HeadOf head_of, SplitImplicit split_implicit, WorkItem& item) {
   TsattnTile tile;
   if (p.tiles) {
@@ -92,9 +92,8 @@ __device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const Wo
   if constexpr (kChunked)
     place = item_place<Index>(static_cast<Index>(w), list.tiles, list.heads, list.group, list.tiles_per_chunk);
   const Index tile_index = kChunked ? static_cast<Index>(place.tile_index) : static_cast<Index>(w) / list.heads;
-  const auto split = [&](i64 i) {
-    return ImplicitSplit{static_cast<i64>(static_cast<Index>(i) % p.batch),
-                         static_cast<i64>(static_cast<Index>(i) / p.batch)};
+  const auto split = [&](Index i) {
+    return ImplicitSplit{static_cast<i64>(i % p.batch), static_cast<i64>(i / p.batch)};
   };
   if constexpr (kChunked)
     return item_at<kBlockM, true>(
@@ -120,12 +119,12 @@ template <int kBlockM>
 __device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const WorkList& list,
                                           const ItemDecoder& decoder, u32 w, WorkItem& item) {
   const ItemPlace place = item_place(w, decoder.place);
-  const auto split = [&](i64 i) {
-    const u32 round = fast_divide(static_cast<u32>(i), decoder.batch);
-    return ImplicitSplit{static_cast<i64>(static_cast<u32>(i) - round * decoder.batch.d), static_cast<i64>(round)};
+  const auto split = [&](u32 i) {
+    const u32 round = fast_divide(i, decoder.batch);
+    return ImplicitSplit{static_cast<i64>(i - round * decoder.batch.d), static_cast<i64>(round)};
   };
   return item_at<kBlockM, true>(
-      p, list, place.tile_index, [head = place.head] { return head; }, split, item);
+      p, list, static_cast<u32>(place.tile_index), [head = place.head] { return head; }, split, item);
 }
 
 }  // namespace tsattn_dev

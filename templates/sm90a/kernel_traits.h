@@ -64,6 +64,7 @@ struct Traits {
   bool chunked_order;       // the list is decoded in chunks of params.tiles_per_chunk tiles
   bool dynamic_order;       // a scheduler warp claims slots from params.work_counter when it is set
   bool split_tail;          // the static walk's last rounds go out by key tiles (params.split_slots)
+  bool fast_decode;         // the dynamic order's consumers decode items with the launch's divisors
   int split_partial_bytes;  // one part's buffer in params.split_partials (0 without split_tail)
 
   // CTA pairs (the module's _pairs kernel, launched in clusters of 2).
@@ -146,6 +147,11 @@ TSATTN_HOST_DEVICE constexpr Traits traits_for(const SpecAxes& a) {
   // Dense fixed-layout items all cost the same, so the static walk's last round leaves walkers
   // idle unless the slots divide evenly; D256 kept its loop's schedule only without the split.
   t.split_tail = !e4m3 && a.mask == kMaskDense && !a.packed && a.head_dim == 128;
+  // A consumer's decode opens each item with no GEMM of its own in flight, so it divides by the
+  // launch's divisors made once (a multiply-high and a shift each) instead of hardware divisions;
+  // the 160-key dense D128 kernels, whose items are long, measured slower with them and keep the
+  // hardware ones (docs/decisions.md).
+  t.fast_decode = t.dynamic_order && !(a.head_dim == 128 && t.block_n == 160);
   // Per consumer thread: O (D / 2 floats), then m[2] and l[2]; 256 consumer threads.
   t.split_partial_bytes = t.split_tail ? (a.head_dim / 2 + 4) * 256 * 4 : 0;
 

@@ -109,8 +109,9 @@ __device__ __forceinline__ SlotWalk slot_walk(const TsattnPrefillParams& p, cons
 }
 
 // How a walk decodes an item: with hardware divisions (WorkItems; kNarrow: see work_item), or
-// with the launch's divisors made once (FastItems: the consumers of the 32-bit walk, whose decode
-// sits at each item's start; the producer has no registers to hold the divisors).
+// with the launch's divisors made once (FastItems: the consumers of the 32-bit walk where
+// kFastDecode, whose decode sits at each item's start; the producer has no registers to hold the
+// divisors).
 template <bool kNarrow>
 struct WorkItems {
   __device__ __forceinline__ explicit WorkItems(const TsattnPrefillParams&, const WorkList&) {}
@@ -310,8 +311,9 @@ __device__ __forceinline__ u32 read_slot(u32 smem, u32 bars, u32 k, u32& tiles) 
 // kProducer: the producer warp's walk, which requests each entry before reading it.
 template <u32 kCtas, bool kProducer>
 struct ItemWalk {
-  // The dynamic order's readers decode in 32 bits; its consumers with the launch's divisors.
-  using Items = typename Select<kDynamicOrder && !kProducer, FastItems, WorkItems<kDynamicOrder>>::type;
+  // The dynamic order's readers decode in 32 bits; its consumers with the launch's divisors
+  // (kFastDecode).
+  using Items = typename Select<kFastDecode && !kProducer, FastItems, WorkItems<kDynamicOrder>>::type;
   WorkList list;
   Items items;
   SlotWalk slots;
