@@ -34,15 +34,6 @@ __device__ __forceinline__ WorkList work_list(const TsattnPrefillParams& p) {
   return list;
 }
 
-template <bool kNarrow>
-struct IndexType {
-  typedef i64 type;
-};
-template <>
-struct IndexType<true> {
-  typedef u32 type;  // unsigned: every index is >= 0, and u32 divisions are cheaper than int ones
-};
-
 struct WorkItem {
   int request;  // b
   int q_tile;   // rows q_tile * BLOCK_M ..
@@ -87,7 +78,8 @@ __device__ __forceinline__ bool item_at(const TsattnPrefillParams& p, const Work
 // caller knows list.items < 2^31, so the index arithmetic runs in 32 bits, unsigned.
 template <int kBlockM, bool kChunked = true, bool kNarrow = false>
 __device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const WorkList& list, i64 w, WorkItem& item) {
-  using Index = typename IndexType<kNarrow>::type;
+  // Narrow: unsigned, since every index is >= 0 and u32 divisions are cheaper than int ones.
+  using Index = typename Select<kNarrow, u32, i64>::type;
   ItemPlace place = {0, 0};
   if constexpr (kChunked)
     place = item_place<Index>(static_cast<Index>(w), list.tiles, list.heads, list.group, list.tiles_per_chunk);
@@ -103,25 +95,16 @@ __device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const Wo
         p, list, tile_index, [&] { return static_cast<int>(w % list.heads); }, split, item);
 }
 
-// The same for the 32-bit chunked walk, with the launch's divisors made once (ItemDecoder): no
-// hardware division on the decoding warp's path.
-struct ItemDecoder {
-  ItemDivisors place;
-  FastDivisor batch;
-};
-
-__device__ __forceinline__ ItemDecoder item_decoder(const TsattnPrefillParams& p, const WorkList& list) {
-  return {item_divisors(list.tiles, list.heads, list.group, list.tiles_per_chunk),
-          fast_divisor(static_cast<u32>(max(p.batch, 1)))};
-}
-
+// The same for the 32-bit chunked walk, with the launch's divisors made once (item_divisors, and
+// the batch's): no hardware division on the decoding warp's path.
 template <int kBlockM>
 __device__ __forceinline__ bool work_item(const TsattnPrefillParams& p, const WorkList& list,
-                                          const ItemDecoder& decoder, u32 w, WorkItem& item) {
-  const ItemPlace place = item_place(w, decoder.place);
+                                          const ItemDivisors& divisors, const FastDivisor& batch, u32 w,
+                                          WorkItem& item) {
+  const ItemPlace place = item_place(w, divisors);
   const auto split = [&](u32 i) {
-    const u32 round = fast_divide(i, decoder.batch);
-    return ImplicitSplit{static_cast<i64>(i - round * decoder.batch.d), static_cast<i64>(round)};
+    const u32 round = fast_divide(i, batch);
+    return ImplicitSplit{static_cast<i64>(i - round * batch.d), static_cast<i64>(round)};
   };
   return item_at<kBlockM, true>(
       p, list, static_cast<u32>(place.tile_index), [head = place.head] { return head; }, split, item);

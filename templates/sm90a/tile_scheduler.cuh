@@ -122,13 +122,15 @@ struct WorkItems {
 };
 
 struct FastItems {
-  ItemDecoder decoder;
+  ItemDivisors divisors;
+  FastDivisor batch;
   __device__ __forceinline__ explicit FastItems(const TsattnPrefillParams& p, const WorkList& list)
-      : decoder(item_decoder(p, list)) {}
+      : divisors(item_divisors(list.tiles, list.heads, list.group, list.tiles_per_chunk)),
+        batch(fast_divisor(static_cast<u32>(max(p.batch, 1)))) {}
   template <int kRows>
   __device__ __forceinline__ bool at(const TsattnPrefillParams& p, const WorkList& list, i64 w, WorkItem& item) const {
     static_assert(kChunkedOrder, "the divisors are those of the chunked order");
-    return work_item<kRows>(p, list, decoder, static_cast<u32>(w), item);
+    return work_item<kRows>(p, list, divisors, batch, static_cast<u32>(w), item);
   }
 };
 
