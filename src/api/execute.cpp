@@ -28,7 +28,7 @@ void check_launch_arguments(const Problem& p, const LaunchPlan& plan, const driv
                             CUstream stream, DeviceIndptrs device_indptrs) {
   if (plan.tile_list == TileList::host_planned && stream_is_capturing(stream)) raise_host_indptrs_under_capture();
   // Such a list needs more than 2^31 x 32 KB of queries; no GPU holds it, but say so if it comes.
-  if (kernel.dynamic_order && plan.max_items >= std::numeric_limits<int32_t>::max())
+  if (kernel.narrow_walk && plan.max_items >= std::numeric_limits<int32_t>::max())
     raise(ErrorKind::value, "q has {} query tiles x {} heads, more work items than kernel {} can number (2^31)",
           plan.max_items / p.num_qo_heads, p.num_qo_heads, kernel.name);
   // GPU indptrs: outside graph capture a host sync is allowed, so their values are read back in

@@ -58,7 +58,7 @@ PrefillPlan::PrefillPlan(const tsattn_prefill_plan_options* options, std::option
     if (base.layout == Layout::packed && k.kernel->planner == nullptr)
       raise(ErrorKind::runtime, "kernel {} has no device planner for packed runs", k.kernel->name);
     k.facts = kernel_facts(*k.kernel, k.choice);
-    if (k.kernel->dynamic_order && max_items_bound(capacity, k.facts.block_m) >= std::numeric_limits<int32_t>::max())
+    if (k.kernel->narrow_walk && max_items_bound(capacity, k.facts.block_m) >= std::numeric_limits<int32_t>::max())
       raise(ErrorKind::value, "the plan's capacities allow {} work items, more than kernel {} can number (2^31)",
             max_items_bound(capacity, k.facts.block_m), k.kernel->name);
   }

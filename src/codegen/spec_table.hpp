@@ -96,6 +96,7 @@ struct KernelTraits {
   int output_store_bytes = 4;      // one store of out: out's address and strides are multiples of it
   bool chunked_order = true;       // the kernel decodes the list in chunks of params.tiles_per_chunk
   bool dynamic_order = false;      // the kernel claims slots from params.work_counter when it is set
+  bool narrow_walk = false;        // the kernel numbers its work items in 32 bits (fewer than 2^31)
   int split_partial_bytes = 0;     // one part's buffer in params.split_partials; 0: no split tail
   bool pairs = false;              // the module has <symbol>_pairs, for clusters of 2 CTAs
   bool pairs_along_tiles = false;  // ... which also pairs along query tiles (params.pair_tiles)

@@ -57,6 +57,7 @@ constexpr bool kQuadStores = kTraits.quad_stores;
 constexpr bool kChunkedOrder = kTraits.chunked_order;
 constexpr bool kDynamicOrder = kTraits.dynamic_order;
 constexpr bool kSplitTail = kTraits.split_tail;
+constexpr bool kNarrowWalk = kTraits.narrow_walk;
 constexpr bool kFastDecode = kTraits.fast_decode;
 constexpr bool kPairable = kTraits.pairable;
 constexpr bool kTilePairable = kTraits.tile_pairable;

@@ -62,9 +62,11 @@ struct Traits {
 
   // The order of the work.
   bool chunked_order;       // the list is decoded in chunks of params.tiles_per_chunk tiles
-  bool dynamic_order;       // a scheduler warp claims slots from params.work_counter when it is set
+  bool dynamic_order;       // a scheduler warp hands out the slots through a ring, and claims them from
+                            // params.work_counter when it is set
+  bool narrow_walk;         // items are numbered in 32 bits (the host holds a launch below 2^31 items)
   bool split_tail;          // the static walk's last rounds go out by key tiles (params.split_slots)
-  bool fast_decode;         // the dynamic order's consumers decode items with the launch's divisors
+  bool fast_decode;         // the 32-bit walk's consumers decode items with the launch's divisors
   int split_partial_bytes;  // one part's buffer in params.split_partials (0 without split_tail)
 
   // CTA pairs (the module's _pairs kernel, launched in clusters of 2).
@@ -143,7 +145,12 @@ TSATTN_HOST_DEVICE constexpr Traits traits_for(const SpecAxes& a) {
   // e4m3 kernels keep the simplest walk (one tile per chunk, static order, no split tail): any
   // code added around their key loop moved ptxas's schedule of it and cost more than it saved.
   t.chunked_order = !e4m3;
-  t.dynamic_order = !e4m3;
+  // The 128-key dense kernels of the fixed layout walk their slots in static turns, which each warp
+  // computes itself: fixed dense calls never claim (every item costs the same), and the ring's
+  // handshake sat at every item's start.
+  const bool static_walk = !e4m3 && a.head_dim == 128 && a.mask == kMaskDense && a.short_keys && !a.packed;
+  t.dynamic_order = !e4m3 && !static_walk;
+  t.narrow_walk = t.dynamic_order || static_walk;
   // Dense fixed-layout items all cost the same, so the static walk's last round leaves walkers
   // idle unless the slots divide evenly; D256 kept its loop's schedule only without the split.
   t.split_tail = !e4m3 && a.mask == kMaskDense && !a.packed && a.head_dim == 128;
@@ -151,7 +158,7 @@ TSATTN_HOST_DEVICE constexpr Traits traits_for(const SpecAxes& a) {
   // launch's divisors made once (a multiply-high and a shift each) instead of hardware divisions;
   // the 160-key dense D128 kernels, whose items are long, measured slower with them and keep the
   // hardware ones (docs/decisions.md).
-  t.fast_decode = t.dynamic_order && !(a.head_dim == 128 && t.block_n == 160);
+  t.fast_decode = t.narrow_walk && !(a.head_dim == 128 && t.block_n == 160);
   // Per consumer thread: O (D / 2 floats), then m[2] and l[2]; 256 consumer threads.
   t.split_partial_bytes = t.split_tail ? (a.head_dim / 2 + 4) * 256 * 4 : 0;
 

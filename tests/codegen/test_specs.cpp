@@ -129,8 +129,14 @@ TEST_SUITE("codegen/specs") {
                     CHECK_FALSE(variant == usual);
                     // 128 keys per step instead of 160 (D256: 64 instead of 80), and only what follows
                     // from the width: the K/V stages' shared memory (registers are checked where the
-                    // traits are made).
+                    // traits are made); D128 dense fixed-layout variants also walk without the
+                    // scheduler's ring (five barriers and its two entries fewer).
                     const KernelTraits a = kernel_traits(usual), b = kernel_traits(variant);
+                    const bool static_walk = head_dim == 128 && mask == MaskVariant::dense && layout == Layout::fixed;
+                    CHECK(a.dynamic_order);
+                    CHECK(b.dynamic_order == !static_walk);
+                    CHECK(b.narrow_walk);
+                    const int ring_bytes = static_walk ? 5 * 8 + 2 * 8 : 0;
                     const int usual_n = head_dim == 128 ? 160 : 80, short_n = head_dim == 128 ? 128 : 64;
                     CHECK(a.tile.block_n == usual_n);
                     CHECK(b.tile.block_n == short_n);
@@ -138,10 +144,12 @@ TEST_SUITE("codegen/specs") {
                     CHECK(b.tile.num_warps == a.tile.num_warps);
                     // two stages of K and V, head_dim elements of 2 bytes, per key
                     const int k_and_v_bytes = 2 * 2 * head_dim * 2;
-                    CHECK(a.dynamic_smem_bytes - b.dynamic_smem_bytes == (usual_n - short_n) * k_and_v_bytes);
+                    CHECK(a.dynamic_smem_bytes - b.dynamic_smem_bytes ==
+                          (usual_n - short_n) * k_and_v_bytes + ring_bytes);
                     KernelTraits same = b;
                     same.tile = a.tile;
                     same.dynamic_smem_bytes = a.dynamic_smem_bytes;
+                    same.dynamic_order = a.dynamic_order;
                     CHECK(same == a);
                     CHECK(transposes_v(variant) == transposes_v(usual));
                     // The sources differ in the name, TSATTN_SHORT_KEYS and TSATTN_BLOCK_N only.

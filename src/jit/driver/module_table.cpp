@@ -99,6 +99,7 @@ std::unique_ptr<LoadedKernel> load(const ModuleSource& source) {
     kernel->block_m = traits.tile.block_m;
     kernel->chunked_order = traits.chunked_order;
     kernel->dynamic_order = traits.dynamic_order;
+    kernel->narrow_walk = traits.narrow_walk;
     kernel->split_partial_bytes = traits.split_partial_bytes;
     confirm_setting(read_module_int(module, "tsattn_block_m", source.name), kernel->block_m, "tsattn_block_m",
                     source.name);

@@ -37,6 +37,7 @@ struct LoadedKernel {
   int block_m = 0;
   bool chunked_order = true;   // the kernel reads params.tiles_per_chunk
   bool dynamic_order = false;  // the kernel reads params.work_counter (sm90a 16-bit)
+  bool narrow_walk = false;    // the kernel numbers its work items in 32 bits
   // The bytes of one part's buffer in params.split_partials; 0 where the kernel cannot split its
   // tail (sm90a 16-bit dense D128, fixed layout; prefill_params.h).
   int split_partial_bytes = 0;
