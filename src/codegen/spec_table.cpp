@@ -183,17 +183,19 @@ constexpr bool short_keys_variants_differ_only_in_width() {
           if (b.producer_registers != (d128 ? 40 : 24) || b.consumer_registers != (d128 ? 232 : 240)) return false;
           // So does the consumers' decode: 160-key dense D128 kernels keep hardware divisions.
           if (a.fast_decode != !d128 || !b.fast_decode) return false;
-          // So does the walk: D128 dense fixed-layout variants walk in static turns without the ring.
+          // So does the walk: D128 dense fixed-layout variants walk in static turns without the ring,
+          // and so without a split tail.
           const bool static_walk = d128 && kind.mask == MaskVariant::dense && layout == Layout::fixed;
           if (!a.dynamic_order || b.dynamic_order != !static_walk || !b.narrow_walk) return false;
+          if (b.split_tail != (a.split_tail && !static_walk) ||
+              b.split_partial_bytes != (static_walk ? 0 : a.split_partial_bytes))
+            return false;
           if (a.block_m != b.block_m || a.num_warps != b.num_warps || a.stages != b.stages ||
               a.two_level != b.two_level || a.overlap_softmax != b.overlap_softmax || a.ping_pong != b.ping_pong ||
               a.pv_chunk_n != b.pv_chunk_n || a.pv_chunk_buffers != b.pv_chunk_buffers ||
               a.staged_output != b.staged_output || a.output_in_q != b.output_in_q || a.tma_output != b.tma_output ||
               a.quad_stores != b.quad_stores || a.output_store_bytes != b.output_store_bytes ||
-              a.chunked_order != b.chunked_order || a.split_tail != b.split_tail ||
-              a.split_partial_bytes != b.split_partial_bytes || a.pairable != b.pairable ||
-              a.tile_pairable != b.tile_pairable)
+              a.chunked_order != b.chunked_order || a.pairable != b.pairable || a.tile_pairable != b.tile_pairable)
             return false;
         }
   return true;

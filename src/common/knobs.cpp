@@ -102,11 +102,13 @@ constexpr std::array kKnobs = {
              "force a kernel family instead of choosing by compute capability", false, kKernelFamilies},
     KnobInfo{Knob::work_order, "TSATTN_WORK_ORDER", enumeration, "auto",
              "how sm90a CTAs take work items: static turns, or dynamic claims from a counter (auto: dynamic "
-             "where items differ in cost and each CTA has at least 256 key tiles of work)",
+             "where items differ in cost and each CTA has at least 256 key tiles of work; e4m3 kernels and the "
+             "128-key dense fixed-layout kernels always take static turns)",
              false, kWorkOrders},
     KnobInfo{Knob::split_tail, "TSATTN_SPLIT_TAIL", enumeration, "auto",
-             "whether sm90a dense fixed-layout calls in static order split their last two rounds of work items by "
-             "key tiles so that every CTA ends together (auto: where the cost model predicts a gain)",
+             "whether sm90a 16-bit D128 dense fixed-layout calls of 160-key tiles in static order split their last "
+             "two rounds of work items by key tiles so that every CTA ends together (auto: where the cost model "
+             "predicts a gain)",
              false, kSplitTails},
     KnobInfo{Knob::cta_pairs, "TSATTN_CTA_PAIRS", enumeration, "auto",
              "whether sm90a 16-bit launches run in CTA pairs that share each K/V tile (auto: where the module can, "

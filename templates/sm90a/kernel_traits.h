@@ -146,14 +146,14 @@ TSATTN_HOST_DEVICE constexpr Traits traits_for(const SpecAxes& a) {
   // code added around their key loop moved ptxas's schedule of it and cost more than it saved.
   t.chunked_order = !e4m3;
   // The 128-key dense kernels of the fixed layout walk their slots in static turns, which each warp
-  // computes itself: fixed dense calls never claim (every item costs the same), and the ring's
-  // handshake sat at every item's start.
+  // computes itself, and never split their tail: fixed dense calls never claim (every item costs
+  // the same), and the ring's handshake sat at every item's start.
   const bool static_walk = !e4m3 && a.head_dim == 128 && a.mask == kMaskDense && a.short_keys && !a.packed;
   t.dynamic_order = !e4m3 && !static_walk;
   t.narrow_walk = t.dynamic_order || static_walk;
   // Dense fixed-layout items all cost the same, so the static walk's last round leaves walkers
   // idle unless the slots divide evenly; D256 kept its loop's schedule only without the split.
-  t.split_tail = !e4m3 && a.mask == kMaskDense && !a.packed && a.head_dim == 128;
+  t.split_tail = t.dynamic_order && a.mask == kMaskDense && !a.packed && a.head_dim == 128;
   // A consumer's decode opens each item with no GEMM of its own in flight, so it divides by the
   // launch's divisors made once (a multiply-high and a shift each) instead of hardware divisions;
   // the 160-key dense D128 kernels, whose items are long, measured slower with them and keep the

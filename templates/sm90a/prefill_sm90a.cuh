@@ -9,9 +9,10 @@
 //                then each key tile's K and V (boxes of 128 bytes x BLOCK_N)
 //                into a 2-stage ring; e4m3 V is V^T from a workspace (128 keys x D boxes, see
 //                kE4m3Inputs). In CTA pairs it loads half of each K/V tile's slabs, multicast
-//                into both CTAs. One lane of warp 1 is the scheduler of 16-bit kernels: it hands
-//                out the work items (kDynamicOrder, ItemWalk). The other warps do nothing (they
-//                leave, or in CTA pairs wait at the final cluster barrier). 40 or 24 registers.
+//                into both CTAs. One lane of warp 1 is the scheduler of kDynamicOrder kernels
+//                (16-bit, but the 128-key dense fixed-layout ones): it hands out the work items
+//                (ItemWalk). The other warps do nothing (they leave, or in CTA pairs wait at the
+//                final cluster barrier). 40 or 24 registers.
 //   warpgroups 1, 2  consumers of rows 0-63 / 64-127. Per key tile: S = Q K^T (SS wgmma,
 //                m64 n BLOCK_N, k-steps of 32 bytes), mask, online softmax in registers, P in the
 //                input dtype straight into the A registers of O += P V (RS wgmma, m64 n D; V

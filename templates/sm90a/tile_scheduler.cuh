@@ -311,28 +311,26 @@ __device__ __forceinline__ u32 read_slot(u32 smem, u32 bars, u32 k, u32& tiles) 
 // A warp's walk over this CTA's work items, in the kernel's order:
 //   ItemWalk<kCtas, kProducer> walk(params); while (walk.next(params, smem, bars, item)) ...
 // kProducer: the producer warp's walk, which requests each entry before reading it. Without the
-// ring (static order, !kDynamicOrder) every walking warp computes the same turns, split tail
-// included, from the launch alone.
+// ring (static order, !kDynamicOrder) every walking warp computes the same turns from the launch
+// alone; such kernels never split their tail (the scheduler warp hands out a split tail's pieces).
 template <u32 kCtas, bool kProducer>
 struct ItemWalk {
+  static_assert(kDynamicOrder || !kSplitTail, "a split tail's pieces come from the scheduler's ring");
   // The 32-bit walk's readers decode in 32 bits; its consumers with the launch's divisors
   // (kFastDecode).
   using Items = typename Select<kFastDecode && !kProducer, FastItems, WorkItems<kNarrowWalk>>::type;
   WorkList list;
   Items items;
   SlotWalk slots;
-  i64 slot;       // static order: the next slot to decode
-  i64 whole_end;  // static order with kSplitTail: the slots below it go out whole
-  u32 taken;      // dynamic order: ring entries read so far; static order: tail pieces tried
-  u32 tiles;      // kSplitTail: the current item's key tiles (the ring entry's second word)
+  i64 slot;   // static order: the next slot to decode
+  u32 taken;  // dynamic order: ring entries read so far
+  u32 tiles;  // kSplitTail: the current item's key tiles (the ring entry's second word)
 
   __device__ __forceinline__ explicit ItemWalk(const TsattnPrefillParams& p)
       : list(slot_list<kCtas>(p)), items(p, list), taken(0), tiles(kWholeSlot) {
     if constexpr (!kDynamicOrder) {
       slots = slot_walk<kCtas>(p, list);
       slot = slots.first;
-      if constexpr (kSplitTail)
-        whole_end = whole_slot_rounds<kCtas>(p, slots.end) == 0xFFFFFFFFu ? slots.end : slots.end - p.split_slots;
     }
   }
 
@@ -358,26 +356,11 @@ struct ItemWalk {
         if (slot_item<kCtas>(p, list, items, claimed, rank, item)) return true;
       }
     } else {
-      const i64 whole = kSplitTail ? whole_end : slots.end;
-      for (; slot < whole; slot += slots.step)
+      for (; slot < slots.end; slot += slots.step)
         if (slot_item<kCtas>(p, list, items, slot, rank, item)) {
           slot += slots.step;
           return true;
         }
-      if constexpr (kSplitTail) {
-        // The tail: this walker's pieces, as schedule() hands them out.
-        for (; whole < slots.end && taken < kPiecesPerWalker; ++taken) {
-          TailPiece piece;
-          if (!tail_piece(static_cast<u32>(slots.end), static_cast<u32>(p.split_slots), gridDim.x / kCtas,
-                          split_steps(p), blockIdx.x / kCtas, taken, piece))
-            continue;
-          tiles = piece.whole ? kWholeSlot : piece.first | piece.count << 16;
-          if (slot_item<kCtas>(p, list, items, piece.slot, rank, item)) {
-            ++taken;
-            return true;
-          }
-        }
-      }
       return false;
     }
   }

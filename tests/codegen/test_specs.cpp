@@ -130,12 +130,13 @@ TEST_SUITE("codegen/specs") {
                     // 128 keys per step instead of 160 (D256: 64 instead of 80), and only what follows
                     // from the width: the K/V stages' shared memory (registers are checked where the
                     // traits are made); D128 dense fixed-layout variants also walk without the
-                    // scheduler's ring (five barriers and its two entries fewer).
+                    // scheduler's ring (five barriers and its two entries fewer) and its split tail.
                     const KernelTraits a = kernel_traits(usual), b = kernel_traits(variant);
                     const bool static_walk = head_dim == 128 && mask == MaskVariant::dense && layout == Layout::fixed;
                     CHECK(a.dynamic_order);
                     CHECK(b.dynamic_order == !static_walk);
                     CHECK(b.narrow_walk);
+                    CHECK(b.split_partial_bytes == (static_walk ? 0 : a.split_partial_bytes));
                     const int ring_bytes = static_walk ? 5 * 8 + 2 * 8 : 0;
                     const int usual_n = head_dim == 128 ? 160 : 80, short_n = head_dim == 128 ? 128 : 64;
                     CHECK(a.tile.block_n == usual_n);
@@ -150,6 +151,7 @@ TEST_SUITE("codegen/specs") {
                     same.tile = a.tile;
                     same.dynamic_smem_bytes = a.dynamic_smem_bytes;
                     same.dynamic_order = a.dynamic_order;
+                    same.split_partial_bytes = a.split_partial_bytes;
                     CHECK(same == a);
                     CHECK(transposes_v(variant) == transposes_v(usual));
                     // The sources differ in the name, TSATTN_SHORT_KEYS and TSATTN_BLOCK_N only.
