@@ -2,7 +2,8 @@
 K/V as 32 heads of their own (mha), K/V as 32 heads whose rows overlap (mha-overlap: head h reads
 elements 32h..32h+127 of a 1120-element token row, so the call streams GQA 32/8's bytes through
 MHA's kernels and pairs), and GQA 32/8 (gqa); cuDNN SDPA on the first two. Every tsattn output is
-poisoned first and checked against fp32 SDPA on the same (materialized) K/V.
+poisoned first and checked against fp32 SDPA on the same (materialized) K/V. Causal FLOPs count S^2 / 2
+pairs per request, not the contract's S (S + 1) / 2 (0.39% fewer at S = 256); ratios are unaffected.
 usage: kv_traffic.py ROUND"""
 import statistics
 import sys
